@@ -1,0 +1,37 @@
+# The two commands a newcomer runs: `make test` and `make bench`.
+# Both build .venv from scratch when it is missing (torch, triton, numpy, pytest,
+# matplotlib, this package editable) and .ascend-triton/ for the Ascend lowering audit.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+ASCEND_TRITON := .ascend-triton
+ASCEND_STAMP  := $(ASCEND_TRITON)/.installed
+TRITON_ASCEND_VERSION := 3.2.0
+
+.PHONY: test bench audit venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,bench]'
+	touch $@
+
+# triton-ascend and community Triton both install the package `triton`, so the
+# Ascend front end lives in a side folder that only the audit puts on PYTHONPATH.
+$(ASCEND_STAMP): | $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --target $(ASCEND_TRITON) triton-ascend==$(TRITON_ASCEND_VERSION) pybind11
+	touch $@
+
+test: $(STAMP) $(ASCEND_STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+audit: $(STAMP) $(ASCEND_STAMP)
+	$(PY) -m tools.ascend_lowering
+
+clean:
+	rm -rf $(VENV) $(ASCEND_TRITON)

@@ -1,0 +1,74 @@
+"""The public operator: argument checks, ``out=`` semantics and route dispatch."""
+
+from __future__ import annotations
+
+import torch
+
+from . import routes
+from .indexing import plan_for
+from .validation import check_metadata, raise_on_bad_values
+
+
+def c128_256_512_compress(
+    state_cache: torch.Tensor,
+    token_to_req: torch.Tensor,
+    positions: torch.Tensor,
+    boundary_token_indices: torch.Tensor,
+    block_table: torch.Tensor,
+    rms_norm_weight: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    kv_slot_mapping: torch.Tensor,
+    kv_cache: torch.Tensor,
+    block_size: int,
+    compress_ratio: int,
+    rms_norm_eps: float = 1.0e-6,
+    *,
+    out: torch.Tensor | None = None,
+    route: str = "auto",
+    validate: bool = True,
+) -> torch.Tensor:
+    """Pool, normalise, quantise and pack one 584-byte KV slot per boundary token.
+
+    Args:
+        state_cache: ``[num_state_blocks, block_size, 1024]`` float32 (or bfloat16); a row is 512
+            values, then 512 scores. Any strides.
+        token_to_req: ``[num_tokens]`` int32/int64, request of each token.
+        positions: ``[num_tokens]`` int64/int32, position of each token in its request.
+        boundary_token_indices: ``[num_outputs]`` int64/int32, the tokens that close a window.
+        block_table: ``[num_reqs, blocks_per_req]`` int32 (int64 accepted), physical state blocks.
+        rms_norm_weight: ``[512]`` bfloat16 (float32 accepted).
+        cos_sin_cache: ``[max_pos, 64]`` float32, 32 cos then 32 sin per position.
+        kv_slot_mapping: ``[num_tokens]`` int64/int32, destination slot per token; < 0 skips.
+        kv_cache: ``[num_pages, 37376]`` uint8 paged KV cache (64 slots a page).
+        block_size: rows per state block (``state_cache.shape[1]``), any value >= 1.
+        compress_ratio: window length C, one of 128, 256, 512.
+        rms_norm_eps: RMSNorm epsilon.
+        out: ``None`` returns a new zeroed tensor shaped like ``kv_cache`` holding only the written
+            slots (``kv_cache`` is untouched). A uint8 tensor shaped like ``kv_cache`` (may be
+            ``kv_cache`` itself) is written in place: only the 584 bytes of each written slot change.
+        route: ``"auto"`` (NPU -> ascend, CUDA -> gpgpu, CPU -> reference), ``"reference"``,
+            ``"ascend"``, ``"ascend:<stage>"`` (see ``ASCEND_STAGES``) or ``"gpgpu"``.
+        validate: check index values before writing (one host sync). With ``False`` the kernels
+            skip outputs with out-of-range indices and never touch memory outside the tensors.
+
+    Returns:
+        The written cache: ``out`` if given, else the new tensor.
+    """
+    args = check_metadata(
+        state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
+        cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, out,
+    )
+    chosen = routes.resolve(route, args.device)
+    routes.check_can_run(chosen, args.device)
+
+    plan = None
+    if validate:
+        plan = plan_for(args)
+        raise_on_bad_values(plan)
+
+    if out is None:
+        out = torch.zeros_like(kv_cache, memory_format=torch.contiguous_format)
+    if args.num_outputs == 0:
+        return out
+    chosen.load().run(args, chosen.name, plan, out)
+    return out

@@ -1,0 +1,112 @@
+"""The route registry: which implementations exist, where each may run, and how to pick one.
+
+A route is a module with ``run(args, plan, out)``. Modules are imported on first use, so importing
+``ascend_kvc`` compiles nothing, probes no device and never imports torch-npu; it also lets a
+caller set ``TRITON_INTERPRET`` before the first Triton kernel is defined.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import os
+from dataclasses import dataclass
+
+import torch
+
+logger = logging.getLogger("ascend_kvc")
+
+
+class RouteUnavailableError(RuntimeError):
+    """An explicitly requested route cannot run on the given tensors."""
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    module: str  # "package.module" with run(args, plan, out)
+    uses_triton: bool
+    description: str
+
+    def load(self):
+        return importlib.import_module(self.module)
+
+
+# The Ascend ladder, bottom rung first. Each stage is the route "ascend:<name>"; the last one is
+# what "ascend" runs.
+ASCEND_STAGES: tuple[str, ...] = (
+    "random-gather",
+    "pre-gather",
+    "block-gather",
+    "block-gather-nomask",
+    "block-d128",
+    "block-d256",
+    "block-d512",
+    "byte-scatter",
+)
+ASCEND_DEFAULT_STAGE = ASCEND_STAGES[-1]
+
+_STAGE_DESCRIPTIONS = {
+    "random-gather": "per-row block-table lookups and indirect row loads in the hot loop",
+    "pre-gather": "index_select pre-gather into [N, C, 1024], then a Triton linear scan",
+    "block-gather": "one block-table lookup per physical block, every tile masked, BLOCK_D=64",
+    "block-gather-nomask": "as block-gather, full middle blocks loaded without masks",
+    "block-d128": "block-gather-nomask with BLOCK_D=128",
+    "block-d256": "block-gather-nomask with BLOCK_D=256",
+    "block-d512": "BLOCK_D=512: one program owns the head and does the RMSNorm",
+    "byte-scatter": "block-d512, bf16-boundary quant/RoPE, pure-uint8 Triton scatter",
+}
+
+ROUTES: dict[str, Route] = {
+    "reference": Route("reference", "ascend_kvc.reference", False, "PyTorch baseline, [N, C, 1024] materialised"),
+    **{
+        f"ascend:{stage}": Route(f"ascend:{stage}", "ascend_kvc.stages", True, _STAGE_DESCRIPTIONS[stage])
+        for stage in ASCEND_STAGES
+    },
+    "gpgpu": Route("gpgpu", "gpgpu_fallback.route", True, "block8 online-softmax split gather + fused Triton finalizer"),
+}
+
+
+def route_names() -> tuple[str, ...]:
+    return ("auto", "ascend", *ROUTES)
+
+
+def _interpreter_on() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def check_can_run(route: Route, device: torch.device) -> None:
+    """Raise ``RouteUnavailableError`` with the reason when ``route`` cannot run on ``device``."""
+    if not route.uses_triton:
+        return
+    if device.type == "cpu" and not _interpreter_on():
+        raise RouteUnavailableError(
+            f"route {route.name!r} runs Triton kernels; on CPU tensors that needs TRITON_INTERPRET=1 "
+            "set before ascend_kvc's kernels are first used (or use route='reference')"
+        )
+    if device.type not in ("cpu", "cuda", "npu", "xpu"):
+        raise RouteUnavailableError(f"route {route.name!r} has no Triton backend for device type {device.type!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def _announce(device_type: str, name: str) -> None:
+    logger.info("ascend_kvc: route='auto' on %s tensors runs route %r", device_type, name)
+
+
+def resolve(route: str, device: torch.device) -> Route:
+    """Map a user's ``route`` argument to a registered route."""
+    if not isinstance(route, str):
+        raise TypeError(f"route must be a str, got {type(route).__name__}")
+    if route == "auto":
+        name = {"npu": "ascend", "cuda": "gpgpu"}.get(device.type, "reference")
+        if name != "reference" and device.type == "cpu":
+            name = "reference"
+        resolved = resolve(name, device)
+        _announce(device.type, resolved.name)
+        return resolved
+    if route == "ascend":
+        route = f"ascend:{ASCEND_DEFAULT_STAGE}"
+    if route not in ROUTES:
+        raise ValueError(f"route must be one of {route_names()}, got {route!r}")
+    return ROUTES[route]

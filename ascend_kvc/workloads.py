@@ -1,0 +1,150 @@
+"""Inputs for the official workloads (SPEC "Official workloads") and smaller look-alikes.
+
+A case has ``num_reqs`` requests of ``total_tokens / num_reqs`` tokens at positions ``0..L-1``;
+boundary tokens are those with ``(p + 1) % C == 0``. Options cover what a real serving engine
+hands over and the official data does not: a shuffled block table (an allocator's output, with
+spare blocks), a non-zero cache written in place, any ``block_size`` and index dtypes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from .layout import COS_SIN_WIDTH, HEAD_DIM, PAGE_BYTES, ROPE_PAIRS, SLOT_BYTES, SLOTS_PER_PAGE, STATE_WIDTH
+
+OFFICIAL_CASES: tuple[tuple[int, int, int], ...] = tuple(
+    (r, t, c) for c in (128, 256, 512) for r, t in ((1, 8192), (4, 32768), (8, 65536), (8, 131072))
+)
+# Interpreter-sized look-alikes: a few outputs per C, windows crossing block edges.
+SMALL_CASES: tuple[tuple[int, int, int], ...] = ((2, 512, 128), (2, 1024, 256), (1, 1024, 512))
+
+
+@dataclass
+class Workload:
+    num_reqs: int
+    total_tokens: int
+    compress_ratio: int
+    block_size: int
+    state_cache: torch.Tensor
+    token_to_req: torch.Tensor
+    positions: torch.Tensor
+    boundary_token_indices: torch.Tensor
+    block_table: torch.Tensor
+    rms_norm_weight: torch.Tensor
+    cos_sin_cache: torch.Tensor
+    kv_slot_mapping: torch.Tensor
+    kv_cache: torch.Tensor
+    rms_norm_eps: float = 1.0e-6
+    tags: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"R{self.num_reqs}-T{self.total_tokens}-C{self.compress_ratio}"
+
+    @property
+    def num_outputs(self) -> int:
+        return self.boundary_token_indices.shape[0]
+
+    def args(self) -> tuple:
+        """Positional arguments of ``c128_256_512_compress``."""
+        return (
+            self.state_cache, self.token_to_req, self.positions, self.boundary_token_indices,
+            self.block_table, self.rms_norm_weight, self.cos_sin_cache, self.kv_slot_mapping,
+            self.kv_cache, self.block_size, self.compress_ratio, self.rms_norm_eps,
+        )
+
+    def checked_args(self, out: torch.Tensor | None = None):
+        """The arguments after the operator's metadata checks (what the oracle takes)."""
+        from .validation import check_metadata
+
+        return check_metadata(*self.args(), out)
+
+    def bytes_to_move(self) -> int:
+        """Fewest bytes any implementation moves: each window row read once, each slot written once."""
+        row_bytes = STATE_WIDTH * self.state_cache.element_size()
+        return self.num_outputs * (self.compress_ratio * row_bytes + SLOT_BYTES)
+
+
+def make_workload(
+    num_reqs: int,
+    total_tokens: int,
+    compress_ratio: int,
+    *,
+    block_size: int = 8,
+    shuffle: bool = False,
+    nonzero_cache: bool = False,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    state_dtype: torch.dtype = torch.float32,
+    index_dtype: torch.dtype | None = None,
+    score_scale: float = 1.0,
+    value_scale: float = 1.0,
+) -> Workload:
+    """Build one case on ``device``.
+
+    ``shuffle`` draws each request's blocks from a random permutation of a pool with 25% spare
+    blocks and shuffles the slot numbers too; ``nonzero_cache`` fills ``kv_cache`` with random
+    bytes (to be written in place). ``index_dtype`` overrides every index tensor's dtype.
+    """
+    if total_tokens % num_reqs:
+        raise ValueError(f"total_tokens={total_tokens} must be a multiple of num_reqs={num_reqs}")
+    g = torch.Generator().manual_seed(seed)
+    C = compress_ratio
+    L = total_tokens // num_reqs
+    blocks_per_req = math.ceil(L / block_size)
+    num_blocks = num_reqs * blocks_per_req
+    if shuffle:
+        pool = num_blocks + num_blocks // 4 + 1
+        block_table = torch.randperm(pool, generator=g)[:num_blocks].view(num_reqs, blocks_per_req)
+    else:
+        pool = num_blocks
+        block_table = torch.arange(num_blocks).view(num_reqs, blocks_per_req)
+
+    positions = torch.arange(L).repeat(num_reqs)
+    token_to_req = torch.arange(num_reqs).repeat_interleave(L)
+    boundary = ((positions + 1) % C == 0).nonzero().squeeze(1)
+    num_outputs = boundary.numel()
+
+    num_pages = max(1, math.ceil(num_outputs / SLOTS_PER_PAGE)) + (1 if shuffle else 0)
+    slots = torch.randperm(num_pages * SLOTS_PER_PAGE, generator=g)[:num_outputs] if shuffle else torch.arange(num_outputs)
+    kv_slot_mapping = torch.full((num_reqs * L,), -1, dtype=torch.int64)
+    kv_slot_mapping[boundary] = slots
+
+    # The state is drawn on the device itself: the largest case is 512 MiB.
+    device = torch.device(device)
+    state = torch.randn(pool, block_size, STATE_WIDTH, device=device,
+                        generator=torch.Generator(device=device).manual_seed(seed))
+    state[..., :HEAD_DIM] *= value_scale
+    state[..., HEAD_DIM:] *= score_scale
+
+    rms_norm_weight = (1.0 + 0.25 * torch.randn(HEAD_DIM, generator=g)).to(torch.bfloat16)
+    max_pos = L + C  # room past the last compressed position
+    inv_freq = 10000.0 ** (-torch.arange(ROPE_PAIRS, dtype=torch.float64) / ROPE_PAIRS)
+    angles = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv_freq
+    cos_sin_cache = torch.cat([angles.cos(), angles.sin()], dim=1).to(torch.float32)
+    assert cos_sin_cache.shape[1] == COS_SIN_WIDTH
+
+    if nonzero_cache:
+        kv_cache = torch.randint(0, 256, (num_pages, PAGE_BYTES), dtype=torch.uint8, generator=g)
+    else:
+        kv_cache = torch.zeros(num_pages, PAGE_BYTES, dtype=torch.uint8)
+
+    def idx(t: torch.Tensor, default: torch.dtype) -> torch.Tensor:
+        return t.to(index_dtype or default).to(device)
+
+    return Workload(
+        num_reqs=num_reqs, total_tokens=total_tokens, compress_ratio=C, block_size=block_size,
+        state_cache=state.to(state_dtype),
+        token_to_req=idx(token_to_req, torch.int32),
+        positions=idx(positions, torch.int64),
+        boundary_token_indices=idx(boundary, torch.int64),
+        block_table=idx(block_table, torch.int32),
+        rms_norm_weight=rms_norm_weight.to(device),
+        cos_sin_cache=cos_sin_cache.to(device),
+        kv_slot_mapping=idx(kv_slot_mapping, torch.int64),
+        kv_cache=kv_cache.to(device),
+        tags={"shuffle": shuffle, "nonzero_cache": nonzero_cache, "seed": seed},
+    )
