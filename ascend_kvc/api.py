@@ -64,7 +64,7 @@ def c128_256_512_compress(
     plan = None
     if validate:
         plan = plan_for(args)
-        raise_on_bad_values(plan)
+        raise_on_bad_values(plan, args)
 
     if out is None:
         out = torch.zeros_like(kv_cache, memory_format=torch.contiguous_format)

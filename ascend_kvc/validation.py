@@ -127,7 +127,7 @@ def check_metadata(
     )
 
 
-def raise_on_bad_values(plan: OutputPlan) -> None:
+def raise_on_bad_values(plan: OutputPlan, args: CompressArgs) -> None:
     """Raise ``ValueError`` naming the first offending output; one host sync for all checks."""
     if not plan.checks or plan.slot.numel() == 0:
         return
@@ -135,11 +135,13 @@ def raise_on_bad_values(plan: OutputPlan) -> None:
     any_bad = bad.any(dim=0)
     first_output = torch.where(any_bad.any(), any_bad.int().argmax(), -1)
     first_check = bad[:, first_output.clamp(min=0)].int().argmax()
-    # The one sync: both scalars in one transfer.
-    i, k = torch.stack([first_output, first_check]).tolist()
+    i, k = torch.stack([first_output, first_check]).tolist()  # the one sync
     if i < 0:
         return
     name, what, _ = plan.checks[k]
-    raise ValueError(
-        f"{name}: output {i} (boundary_token_indices[{i}]) is invalid: {what}; nothing was written"
-    )
+    b = int(args.boundary_token_indices[i])
+    detail = f"boundary token {b}"
+    if 0 <= b < args.token_to_req.shape[0]:
+        detail += (f", request {int(args.token_to_req[b])}, position {int(args.positions[b])}, "
+                   f"slot {int(args.kv_slot_mapping[b])}")
+    raise ValueError(f"{name}: output {i} ({detail}) is invalid: {what}; nothing was written")

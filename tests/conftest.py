@@ -1,0 +1,28 @@
+"""Test set-up: without a GPU or NPU, Triton routes run under the CPU interpreter.
+
+TRITON_INTERPRET must be set before the first kernel is defined; ascend_kvc defines its kernels
+lazily, on a route's first use, so setting it here (before any test runs) is enough.
+"""
+
+import os
+
+import pytest
+import torch
+
+
+def _has_npu() -> bool:
+    return hasattr(torch, "npu") and torch.npu.is_available()
+
+
+if not torch.cuda.is_available() and not _has_npu():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_cuda = pytest.mark.skip(reason="no CUDA GPU on this machine")
+    skip_npu = pytest.mark.skip(reason="no Ascend NPU (torch-npu) on this machine")
+    for item in items:
+        if "cuda" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(skip_cuda)
+        if "npu" in item.keywords and not _has_npu():
+            item.add_marker(skip_npu)

@@ -1,0 +1,159 @@
+"""Every bad input SPEC lists: a TypeError/ValueError naming the argument, and no byte written."""
+
+import pytest
+import torch
+
+from ascend_kvc import ASCEND_STAGES, c128_256_512_compress
+from ascend_kvc.routes import RouteUnavailableError
+
+from cases import general_case
+
+NAMES = ["state_cache", "token_to_req", "positions", "boundary_token_indices", "block_table",
+         "rms_norm_weight", "cos_sin_cache", "kv_slot_mapping", "kv_cache", "block_size", "compress_ratio",
+         "rms_norm_eps"]
+
+
+def _call(w, route="reference", **overrides):
+    kwargs = dict(zip(NAMES, w.args()))
+    out = overrides.pop("out", None)
+    kwargs.update(overrides)
+    return c128_256_512_compress(**kwargs, out=out, route=route)
+
+
+def _expect(w, exc, match, **overrides):
+    out = overrides.get("out", w.kv_cache.clone())
+    snapshot = out.clone()
+    kv_before = w.kv_cache.clone()
+    with pytest.raises(exc, match=match) as info:
+        _call(w, **{**overrides, "out": out})
+    assert torch.equal(out, snapshot), "bytes changed on a rejected call"
+    assert torch.equal(w.kv_cache, kv_before)
+    print(f"{exc.__name__}: {info.value}")  # shown with pytest -s: the messages users see
+    return info.value
+
+
+@pytest.fixture
+def w():
+    return general_case(128, 8, seed=21)
+
+
+# --- metadata: dtype, rank, width, device, scalars -------------------------------------------
+
+@pytest.mark.parametrize("name,bad,exc,match", [
+    ("state_cache", lambda w: w.state_cache.double(), TypeError, "state_cache must have dtype"),
+    ("state_cache", lambda w: w.state_cache[0], ValueError, "state_cache must have rank 3"),
+    ("state_cache", lambda w: w.state_cache[..., :1000], ValueError, "state_cache must have size 1024"),
+    ("token_to_req", lambda w: w.token_to_req.float(), TypeError, "token_to_req must have dtype"),
+    ("token_to_req", lambda w: w.token_to_req[:, None], ValueError, "token_to_req must have rank 1"),
+    ("positions", lambda w: w.positions[:-1], ValueError, "positions must have num_tokens"),
+    ("boundary_token_indices", lambda w: w.boundary_token_indices.to(torch.int16), TypeError, "boundary_token_indices must have dtype"),
+    ("block_table", lambda w: w.block_table.view(-1), ValueError, "block_table must have rank 2"),
+    ("block_table", lambda w: w.block_table.float(), TypeError, "block_table must have dtype"),
+    ("rms_norm_weight", lambda w: w.rms_norm_weight[:256], ValueError, "rms_norm_weight must have size 512"),
+    ("rms_norm_weight", lambda w: w.rms_norm_weight.half(), TypeError, "rms_norm_weight must have dtype"),
+    ("cos_sin_cache", lambda w: w.cos_sin_cache[:, :32], ValueError, "cos_sin_cache must have size 64"),
+    ("cos_sin_cache", lambda w: w.cos_sin_cache.double(), TypeError, "cos_sin_cache must have dtype"),
+    ("kv_slot_mapping", lambda w: w.kv_slot_mapping.float(), TypeError, "kv_slot_mapping must have dtype"),
+    ("kv_cache", lambda w: w.kv_cache.to(torch.int8), TypeError, "kv_cache must have dtype"),
+    ("kv_cache", lambda w: w.kv_cache[:, :37000], ValueError, "kv_cache must have size 37376"),
+    ("state_cache", lambda w: [1.0], TypeError, "state_cache must be a torch.Tensor"),
+])
+def test_bad_metadata(w, name, bad, exc, match):
+    _expect(w, exc, match, **{name: bad(w)})
+
+
+@pytest.mark.parametrize("name,value,exc,match", [
+    ("compress_ratio", 64, ValueError, r"compress_ratio must be one of \(128, 256, 512\), got 64"),
+    ("compress_ratio", 128.0, TypeError, "compress_ratio must be an int"),
+    ("block_size", 0, ValueError, "block_size must be >= 1, got 0"),
+    ("block_size", 4, ValueError, "state_cache must have block_size=4"),
+    ("block_size", True, TypeError, "block_size must be an int"),
+    ("rms_norm_eps", float("nan"), ValueError, "rms_norm_eps must be"),
+])
+def test_bad_scalars(w, name, value, exc, match):
+    _expect(w, exc, match, **{name: value})
+
+
+def test_bad_out(w):
+    _expect(w, ValueError, "out must have kv_cache's shape", out=torch.zeros(1, 37376, dtype=torch.uint8))
+    _expect(w, TypeError, "out must have dtype uint8", out=w.kv_cache.to(torch.int8))
+    wide = torch.zeros(w.kv_cache.shape[0], 37376 * 2, dtype=torch.uint8)[:, ::2]
+    _expect(w, ValueError, "out must have contiguous rows", out=wide)
+
+
+def test_device_mix(w):
+    w.state_cache = w.state_cache.to("meta")
+    with pytest.raises(ValueError, match="token_to_req is on cpu but state_cache is on meta"):
+        _call(w)
+
+
+def test_bad_route(w):
+    with pytest.raises(ValueError, match="route must be one of"):
+        _call(w, route="ascend:warp-speed")
+    with pytest.raises(TypeError, match="route must be a str"):
+        _call(w, route=3)
+
+
+def test_triton_route_on_cpu_without_interpreter(w, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    for route in ("gpgpu", "ascend", f"ascend:{ASCEND_STAGES[0]}"):
+        with pytest.raises(RouteUnavailableError, match="TRITON_INTERPRET=1"):
+            _call(w, route=route)
+
+
+# --- values (validate=True): the first offending output is named -----------------------------
+
+def _output_token(w, i):
+    return int(w.boundary_token_indices[i])
+
+
+def test_position_too_small(w):
+    w.positions[_output_token(w, 2)] = 5
+    _expect(w, ValueError, r"positions: output 2 .*< compress_ratio - 1 = 127")
+
+
+def test_request_outside_block_table(w):
+    w.token_to_req[_output_token(w, 3)] = w.block_table.shape[0]
+    _expect(w, ValueError, r"token_to_req: output 3 .*outside block_table rows")
+
+
+def test_window_column_outside_block_table(w):
+    w.positions[_output_token(w, 0)] = w.block_table.shape[1] * w.block_size + 3
+    _expect(w, ValueError, r"block_table: output 0 .*column past block_table's width")
+
+
+def test_block_id_outside_state_cache(w):
+    p = int(w.positions[_output_token(w, 2)])
+    r = int(w.token_to_req[_output_token(w, 2)])
+    w.block_table[r, (p - 5) // w.block_size] = w.state_cache.shape[0]
+    _expect(w, ValueError, r"block_table: output 2 .*block id outside state_cache")
+
+
+def test_slot_outside_cache(w):
+    w.kv_slot_mapping[_output_token(w, 4)] = w.kv_cache.shape[0] * 64
+    _expect(w, ValueError, r"kv_slot_mapping: output 4 .*slot >= num_pages \* 64")
+
+
+def test_rope_position_outside_cos_sin_cache(w):
+    w.cos_sin_cache = w.cos_sin_cache[:128]
+    _expect(w, ValueError, r"cos_sin_cache: output \d+ .*>= cos_sin_cache rows")
+
+
+def test_boundary_index_outside_tokens(w):
+    w.boundary_token_indices[3] = w.token_to_req.shape[0]
+    _expect(w, ValueError, r"boundary_token_indices: output 3 .*outside \[0, num_tokens\)")
+    w.boundary_token_indices[3] = -1
+    _expect(w, ValueError, r"boundary_token_indices: output 3")
+
+
+def test_first_offending_output_is_named(w):
+    w.positions[_output_token(w, 4)] = 0
+    w.kv_slot_mapping[_output_token(w, 2)] = 10**9
+    _expect(w, ValueError, r"kv_slot_mapping: output 2 ")
+
+
+def test_skipped_outputs_are_not_validated(w):
+    tok = _output_token(w, 1)
+    assert int(w.kv_slot_mapping[tok]) == -1  # general_case skips output 1
+    w.positions[tok] = 0
+    _call(w, out=w.kv_cache.clone())  # no error: a skipped output reads nothing
