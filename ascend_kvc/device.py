@@ -1,0 +1,34 @@
+"""Lazy, cached device facts: how many programs a persistent grid should launch."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+
+@functools.lru_cache(maxsize=None)
+def _compute_units(device_type: str, index: int) -> int:
+    if device_type == "cuda":
+        return torch.cuda.get_device_properties(index).multi_processor_count
+    if device_type == "npu":
+        # triton-ascend reports the vector cores (AIV); this operator uses no cube core.
+        import triton
+
+        props = triton.runtime.driver.active.utils.get_device_properties(index)
+        return int(props.get("num_vectorcore") or props.get("num_aicore"))
+    return 4  # the CPU interpreter runs programs one after another; a few exercise the loop
+
+
+def persistent_programs(device: torch.device, work_items: int, per_unit: int = 1) -> int:
+    """Programs for a persistent 1-D grid: ``per_unit`` per compute unit, never more than the work."""
+    units = _compute_units(device.type, device.index if device.index is not None else 0)
+    return max(1, min(work_items, units * per_unit))
+
+
+def device_kind(device: torch.device) -> str:
+    """A short name for per-device tuning tables, e.g. ``cuda:sm90``, ``npu``, ``cpu``."""
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        return f"cuda:sm{major}{minor}"
+    return device.type
