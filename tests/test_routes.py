@@ -1,0 +1,131 @@
+"""Every Triton route and Ascend stage against the byte oracle.
+
+On a CPU-only machine these run the very same kernels under TRITON_INTERPRET=1 (small shapes);
+with a CUDA GPU present they run compiled on it, and the ``cuda`` tests add official sizes.
+"""
+
+import pytest
+import torch
+
+from ascend_kvc import ASCEND_STAGES, c128_256_512_compress
+from ascend_kvc.indexing import plan_for
+from ascend_kvc.oracle import check_cache
+from ascend_kvc.workloads import SMALL_CASES, make_workload
+
+from cases import general_case, run_and_check
+
+TRITON_ROUTES = [f"ascend:{s}" for s in ASCEND_STAGES] + ["gpgpu"]
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _small(C, block_size=8, **kw):
+    # Interpreter-sized: the window loop runs C / block_size steps per program.
+    kw.setdefault("num_reqs", 2 if C < 512 else 1)
+    kw.setdefault("outputs_per_req", 2)
+    return general_case(C, block_size, device=DEVICE, **kw)
+
+
+@pytest.mark.parametrize("route", TRITON_ROUTES)
+@pytest.mark.parametrize("C", [128, 256, 512])
+def test_route_matches_oracle(route, C):
+    report = run_and_check(_small(C, seed=C), route)
+    assert report.num_outputs_written >= 1
+
+
+@pytest.mark.parametrize("route", ["ascend:block-gather", "ascend:block-gather-nomask", "ascend:byte-scatter", "gpgpu"])
+@pytest.mark.parametrize("block_size", [1, 3, 16, 64])
+def test_route_block_sizes(route, block_size):
+    run_and_check(_small(128, block_size, seed=block_size, num_reqs=1, outputs_per_req=3), route)
+
+
+@pytest.mark.parametrize("route", ["ascend:random-gather", "ascend:pre-gather", "ascend", "gpgpu"])
+def test_route_int32_indices_and_fresh_out(route):
+    run_and_check(_small(256, 8, seed=31, index_dtype=torch.int32), route, inplace=False)
+
+
+@pytest.mark.parametrize("route", ["ascend", "gpgpu"])
+def test_route_int64_block_table_and_strided_state(route):
+    w = _small(128, 8, seed=41)
+    w.block_table = w.block_table.long()
+    wide = torch.randn(w.state_cache.shape[0], 8, 1536, device=DEVICE)
+    wide[:, :, 256:1280] = w.state_cache
+    w.state_cache = wide[:, :, 256:1280]
+    run_and_check(w, route)
+
+
+@pytest.mark.parametrize("route", ["ascend", "gpgpu"])
+def test_route_bf16_state_cache(route):
+    run_and_check(_small(128, 8, seed=51, state_dtype=torch.bfloat16), route)
+
+
+@pytest.mark.parametrize("route", ["ascend", "gpgpu"])
+def test_route_peaky_scores_tiny_values(route):
+    run_and_check(_small(256, 8, seed=61, score_scale=40.0, value_scale=1e-6), route)
+
+
+@pytest.mark.parametrize("route", ["ascend", "gpgpu"])
+def test_route_official_small_shapes(route):
+    for case in SMALL_CASES:
+        w = make_workload(*case, shuffle=True, nonzero_cache=True, seed=5, device=DEVICE)
+        report = run_and_check(w, route)
+        assert report.num_outputs_written == w.num_outputs
+
+
+def _corrupt_every_way(w):
+    """Give outputs 0, 2, 3, ... each one defect; output 1 is skipped (slot -1) by general_case."""
+    tok = [int(t) for t in w.boundary_token_indices]
+    num_blocks = w.state_cache.shape[0]
+    defects = [
+        lambda t: w.positions.__setitem__(t, 3),  # p < C - 1
+        lambda t: w.token_to_req.__setitem__(t, 99),  # request outside block_table
+        lambda t: w.kv_slot_mapping.__setitem__(t, w.kv_cache.shape[0] * 64 + 5),  # slot past the cache
+        lambda t: w.positions.__setitem__(t, w.block_table.shape[1] * w.block_size + 1),  # column past table
+        lambda t: w.block_table.__setitem__(  # a block id outside state_cache (middle of window)
+            (int(w.token_to_req[t]), (int(w.positions[t]) - 60) // w.block_size), num_blocks + 7),
+        lambda t: w.block_table.__setitem__(  # a negative block id (first block of window)
+            (int(w.token_to_req[t]), (int(w.positions[t]) - 127) // w.block_size), -3),
+    ]
+    victims = [tok[0]] + tok[2:2 + len(defects) - 1]
+    for t, defect in zip(victims, defects):
+        defect(t)
+    bad_outputs = [0] + list(range(2, 2 + len(victims) - 1))
+    w.boundary_token_indices = torch.cat([w.boundary_token_indices, torch.tensor(
+        [w.token_to_req.shape[0], -5], dtype=w.boundary_token_indices.dtype, device=DEVICE)])  # indices outside tokens
+    return bad_outputs
+
+
+@pytest.mark.parametrize("route", ["reference", *TRITON_ROUTES])
+def test_validate_false_skips_bad_outputs_and_writes_the_rest(route):
+    w = general_case(128, 8, seed=71, num_reqs=3, outputs_per_req=4, device=DEVICE)
+    bad = _corrupt_every_way(w)
+    with pytest.raises(ValueError):
+        c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route)
+    valid = plan_for(w.checked_args()).valid.tolist()
+    assert not any(valid[i] for i in bad) and not any(valid[-2:])
+    report = run_and_check(w, route, validate=False)  # bad outputs' slots must stay untouched
+    assert report.num_outputs_written >= 2
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("route", TRITON_ROUTES)
+@pytest.mark.parametrize("C", [128, 256, 512])
+def test_cuda_official_case(route, C):
+    w = make_workload(1, 8192, C, shuffle=True, nonzero_cache=True, seed=C, device="cuda")
+    before = w.kv_cache.clone()
+    got = c128_256_512_compress(*w.args(), out=w.kv_cache, route=route)
+    report = check_cache(w.checked_args(), got, before)
+    assert report.ok, str(report)
+
+
+@pytest.mark.cuda
+def test_cuda_graph_capture_gpgpu():
+    w = make_workload(4, 32768, 256, shuffle=True, seed=3, device="cuda")
+    out = w.kv_cache.clone()
+    c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False)  # compile outside capture
+    graph = torch.cuda.CUDAGraph()
+    out.zero_()
+    with torch.cuda.graph(graph):
+        c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert check_cache(w.checked_args(), out, torch.zeros_like(out)).ok
