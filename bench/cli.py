@@ -1,0 +1,219 @@
+"""``python -m bench``: correctness first, then timings of every route and Ascend stage.
+
+    python -m bench                          # defaults for the device found (npu -> cuda -> cpu)
+    python -m bench --cases official --routes reference,gpgpu --csv out.csv --json out.json
+    python -m bench --cases 8,131072,512 --stages block-d512,byte-scatter --plot ladder.png
+
+Every (case, layout, route) is first checked against the byte oracle; a route that fails is
+reported and never timed. On a CPU-only machine the default is the small cases, with the Triton
+routes run through the interpreter: a functional run whose times say nothing about a GPU or NPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+
+def _parse_cases(items: list[str]) -> list[tuple[int, int, int]]:
+    from ascend_kvc.workloads import OFFICIAL_CASES, SMALL_CASES
+
+    cases: list[tuple[int, int, int]] = []
+    for item in items:
+        if item == "official":
+            cases += OFFICIAL_CASES
+        elif item == "small":
+            cases += SMALL_CASES
+        else:
+            try:
+                r, t, c = (int(x) for x in item.split(","))
+            except ValueError:
+                raise SystemExit(f"--cases: expected 'official', 'small' or R,T,C; got {item!r}")
+            cases.append((r, t, c))
+    return cases
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=["auto", "npu", "cuda", "cpu"], default="auto")
+    p.add_argument("--cases", nargs="+", default=None,
+                   help="'official' (12 SPEC cases), 'small', or R,T,C triples (default: official on a GPU/NPU, small on CPU)")
+    p.add_argument("--routes", default=None,
+                   help="comma-separated: reference, ascend, ascend:<stage>, gpgpu (default: reference, every Ascend stage, gpgpu)")
+    p.add_argument("--stages", default=None, help="comma-separated Ascend stages to run (default: all)")
+    p.add_argument("--shuffle", action="store_true", help="only the shuffled block-table layout (default: contiguous and shuffled)")
+    p.add_argument("--contiguous", action="store_true", help="only the contiguous layout")
+    p.add_argument("--inplace", action="store_true",
+                   help="write in place into a non-zero cache for every layout (shuffled always does)")
+    p.add_argument("--block-size", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--csv", metavar="PATH")
+    p.add_argument("--json", metavar="PATH")
+    p.add_argument("--plot", metavar="PNG", help="bar chart of each route's speed-up over the reference per case")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def _routes(args, device: str) -> list[str]:
+    from ascend_kvc import ASCEND_STAGES
+
+    stages = args.stages.split(",") if args.stages else list(ASCEND_STAGES)
+    unknown = set(stages) - set(ASCEND_STAGES)
+    if unknown:
+        raise SystemExit(f"--stages: unknown {sorted(unknown)}; the ladder is {', '.join(ASCEND_STAGES)}")
+    if args.routes:
+        routes = args.routes.split(",")
+    else:
+        routes = ["reference", *(f"ascend:{s}" for s in stages)]
+        if device != "npu":
+            routes.append("gpgpu")
+    if "reference" not in routes:
+        routes.insert(0, "reference")  # every speed-up is measured against it
+    return routes
+
+
+def make_timer(device: str):
+    """Return ``time_fn(fn) -> {ms, p20, p80}`` for the device: events on GPU/NPU, a clock on CPU."""
+    if device == "cpu":
+        def time_cpu(fn, reps: int = 1):
+            # The interpreter is slow: the correctness run already compiled everything, so one
+            # timed call; the numbers only say the route runs.
+            samples = []
+            for _ in range(reps):
+                t = time.perf_counter()
+                fn()
+                samples.append((time.perf_counter() - t) * 1e3)
+            return {"ms": statistics.median(samples), "p20": min(samples), "p80": max(samples)}
+        return time_cpu
+
+    import triton.testing
+
+    def time_device(fn):
+        ms, p20, p80 = triton.testing.do_bench(fn, warmup=25, rep=100, quantiles=[0.5, 0.2, 0.8])
+        return {"ms": ms, "p20": p20, "p80": p80}
+    return time_device
+
+
+class Progress:
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.done, self.enabled, self.t0 = total, 0, enabled, time.time()
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+                         f"{time.time() - self.t0:5.0f}s {label[:60]:<60}")
+        sys.stderr.flush()
+        if self.done == self.total:
+            sys.stderr.write("\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from bench.machine import detect_device
+
+    device = detect_device() if args.device == "auto" else args.device
+    if device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before any kernel is defined
+    if device == "npu":
+        detect_device()  # imports torch_npu so that torch.npu exists
+
+    import torch
+
+    from ascend_kvc import c128_256_512_compress
+    from ascend_kvc.oracle import check_cache, compute_truth
+    from ascend_kvc.workloads import make_workload
+    from bench.machine import machine_info, machine_line, measure_bandwidth, synchronize
+    from bench.report import format_table, write_csv, write_json, write_plot
+
+    cases = _parse_cases(args.cases or (["official"] if device != "cpu" else ["small"]))
+    routes = _routes(args, device)
+    if args.shuffle or (device == "cpu" and not args.contiguous):
+        layouts = ["shuffled"]  # on CPU one layout by default: the interpreter is slow
+    elif args.contiguous:
+        layouts = ["contiguous"]
+    else:
+        layouts = ["contiguous", "shuffled"]
+
+    info = machine_info(device)
+    time_fn = make_timer(device)
+    info.update(measure_bandwidth(device, time_fn))
+    print(machine_line(info))
+    print(f"measured read bandwidth {info['read_gbs']:.0f} GB/s (1 GiB sum), copy {info['copy_gbs']:.0f} GB/s "
+          "(read + written)" if device != "cpu" else
+          f"measured read bandwidth {info['read_gbs']:.1f} GB/s (64 MiB sum)")
+    if "note" in info:
+        print(info["note"])
+    sys.stdout.flush()
+
+    progress = Progress(len(cases) * len(layouts) * len(routes), not args.no_progress)
+    rows = []
+    for r, t, c in cases:
+        for layout in layouts:
+            shuffled = layout == "shuffled"
+            inplace = shuffled or args.inplace
+            w = make_workload(r, t, c, block_size=args.block_size, shuffle=shuffled, nonzero_cache=inplace,
+                              seed=args.seed, device=device)
+            checked = w.checked_args()
+            truth = compute_truth(checked)
+            before = w.kv_cache.clone() if inplace else torch.zeros_like(w.kv_cache)
+            for route in routes:
+                label = f"{w.name} {layout} {route}"
+                row = {"case": w.name, "layout": layout, "route": route, "num_outputs": w.num_outputs,
+                       "bytes": w.bytes_to_move()}
+                out = w.kv_cache.clone() if inplace else None
+                try:
+                    got = c128_256_512_compress(*w.args(), out=out, route=route)
+                    synchronize(device)
+                    report = check_cache(checked, got, before, truth)
+                    row["check"] = "ok" if report.ok else "FAIL"
+                    row["check_detail"] = str(report)
+                    row["ambiguous_differences"] = report.ambiguous_differences
+                except Exception as exc:  # reported in the table, never timed
+                    row["check"] = "ERROR"
+                    row["check_detail"] = f"{type(exc).__name__}: {exc}"
+                if row["check"] == "ok":
+                    def call(out=out):
+                        return c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
+                    row.update(time_fn(call))
+                    row["gbs"] = row["bytes"] / row["ms"] / 1e6
+                    row["pct_read_bw"] = 100 * row["gbs"] / info["read_gbs"]
+                rows.append(row)
+                progress.step(label)
+            del w, checked, truth, before
+            if device == "cuda":
+                torch.cuda.empty_cache()
+
+    _add_speedups(rows)
+    print(format_table(rows, device))
+    failures = [r for r in rows if r["check"] != "ok"]
+    for r in failures:
+        print(f"{r['check']}: {r['case']} {r['layout']} {r['route']}: {r['check_detail']}")
+    if args.csv:
+        write_csv(args.csv, rows)
+    if args.json:
+        write_json(args.json, info, rows)
+    if args.plot:
+        write_plot(args.plot, info, rows)
+    return 1 if failures else 0
+
+
+def _add_speedups(rows: list[dict]) -> None:
+    base = {}
+    for r in rows:
+        if "ms" in r and r["route"] in ("reference", "ascend:pre-gather"):
+            base[(r["case"], r["layout"], r["route"])] = r["ms"]
+    for r in rows:
+        if "ms" not in r:
+            continue
+        ref = base.get((r["case"], r["layout"], "reference"))
+        pre = base.get((r["case"], r["layout"], "ascend:pre-gather"))
+        r["x_ref"] = ref / r["ms"] if ref else None
+        r["x_pregather"] = pre / r["ms"] if pre else None
