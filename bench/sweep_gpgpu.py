@@ -41,7 +41,7 @@ def main() -> int:
     default = tuning.tiles_for(kind)
     grid = list(itertools.product([64, 128, 256], [2, 4, 8], [4, 8], [4, 8, 16]))
     if a.quick:
-        grid = list(itertools.product([64, 128], [4, 8], [4], [8, 16]))
+        grid = list(itertools.product([64, 128, 256], [2, 4, 8], [4], [8, 16]))
     results = []
     for case in OFFICIAL_CASES:
         w = make_workload(*case, shuffle=True, nonzero_cache=True, seed=1, device="cuda")
