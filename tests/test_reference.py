@@ -81,3 +81,22 @@ def test_oracle_catches_a_one_bit_error():
     untouched[free // 64, 36864 + (free % 64) * 8 + 7] ^= 1  # a pad byte of a slot nobody writes
     report = check_cache(args, untouched, before)
     assert not report.ok and "not a written slot" in report.first_mismatch, report
+
+
+def test_oracle_demands_exact_bytes_where_unambiguous():
+    from ascend_kvc.oracle import compute_truth
+
+    w = general_case(256, 8, seed=8)
+    args = w.checked_args()
+    truth = compute_truth(args)
+    before = w.kv_cache.clone()
+    got = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route="reference")
+    page, o = divmod(int(truth.slots[0]), 64)
+    exact_q = (truth.z_lo[0] == truth.z_hi[0]).nonzero().squeeze(1)
+    exact_rope = (truth.rope_lo[0] == truth.rope_hi[0]).nonzero().squeeze(1)
+    assert len(exact_q) > 400 and len(exact_rope) > 50
+    for col in (o * 576 + int(exact_q[0]), o * 576 + 448 + 2 * int(exact_rope[0])):
+        bad = got.clone()
+        bad[page, col] ^= 1  # one int8 step / one bf16 ulp
+        report = check_cache(args, bad, before, truth)
+        assert not report.ok, report
