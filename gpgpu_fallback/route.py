@@ -39,7 +39,7 @@ def run(args, route_name: str, plan, out: torch.Tensor) -> None:
         args.cos_sin_cache.shape[0], bs, cols_per_split,
         st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1),
         C=C, BLOCK_D=tiles.block_d, BLOCK_BS=triton.next_power_of_2(bs), NB=nb, SPLITS=splits,
-        num_warps=tiles.gather_warps,
+        num_warps=tiles.gather_warps, num_stages=tiles.gather_stages,
     )
     cs = args.cos_sin_cache
     _fused_finalize_scatter_kernel[(n,)](

@@ -11,6 +11,7 @@ class GpgpuTiles:
     block_d: int  # head dims per gather program (512 / block_d programs per output and split)
     blocks_per_step: int  # physical blocks loaded per step: one table entry each
     gather_warps: int
+    gather_stages: int  # software-pipelining depth of the gather loop (num_stages)
     finalize_warps: int
     programs_per_unit: int  # aim for this many gather programs per SM before splitting windows
     max_splits: int
@@ -18,11 +19,11 @@ class GpgpuTiles:
 
 TILES: dict[str, GpgpuTiles] = {
     # H100/H200 (sm90): 512-byte row segments, 4 blocks of 8 rows in flight per step.
-    "cuda:sm90": GpgpuTiles(block_d=128, blocks_per_step=4, gather_warps=4, finalize_warps=4,
-                            programs_per_unit=8, max_splits=16),
+    "cuda:sm90": GpgpuTiles(block_d=128, blocks_per_step=4, gather_warps=4, gather_stages=3,
+                            finalize_warps=4, programs_per_unit=8, max_splits=16),
     # Anything else CUDA-like (A100, consumer parts, other Triton GPU backends) and the interpreter.
-    "default": GpgpuTiles(block_d=128, blocks_per_step=4, gather_warps=4, finalize_warps=4,
-                          programs_per_unit=8, max_splits=16),
+    "default": GpgpuTiles(block_d=128, blocks_per_step=4, gather_warps=4, gather_stages=3,
+                          finalize_warps=4, programs_per_unit=8, max_splits=16),
 }
 
 
