@@ -71,7 +71,13 @@ def _bf16_rne_f64(x: torch.Tensor) -> torch.Tensor:
 
 
 def _scale_exponent_f64(amax: torch.Tensor) -> torch.Tensor:
-    return torch.ceil(torch.log2(amax.clamp_min(1.0e-4) / QMAX))
+    """``ceil(log2(max(amax, 1e-4) / 127))``, exact: a device's float64 log2 need not be exact at
+    powers of two (seen on CUDA), so the estimate is corrected with exact ldexp comparisons."""
+    a = amax.clamp_min(1.0e-4)
+    e = torch.ceil(torch.log2(a / QMAX))
+    limit = torch.full_like(a, float(QMAX))
+    e = torch.where(torch.ldexp(limit, e - 1) >= a, e - 1, e)
+    return torch.where(torch.ldexp(limit, e) < a, e + 1, e)
 
 
 @dataclass

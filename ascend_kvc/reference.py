@@ -45,18 +45,37 @@ def rms_norm(c: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return c * torch.rsqrt(c.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.to(c.dtype)
 
 
-def quantize_nope(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize_nope(y: torch.Tensor, exact_exponent: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """NOPE dims -> ``(int8 values [N, 448], exponents [N, 7])``, computed in ``y``'s dtype.
 
     ``z`` is ``y`` rounded to a real bf16 tensor (round to nearest even); each 64-dim group gets the
     power-of-two scale ``2^e`` with ``e = ceil(log2(max(amax, 1e-4) / 127))``; the int8 cast
-    truncates toward zero.
+    truncates toward zero. The default computes ``e`` and ``2^-e`` as the official baseline does,
+    with ``log2``/``exp2``; ``exact_exponent`` (float32 only) derives both from the bits of the
+    bf16-valued ``amax``, which is exact on any backend whatever its ``log2`` does at powers of two.
     """
     z = y[:, :NOPE_DIM].to(torch.bfloat16).to(y.dtype).view(-1, NOPE_GROUPS, QUANT_GROUP)
-    amax = z.abs().amax(dim=-1, keepdim=True).clamp_min(AMAX_FLOOR)
-    exponent = torch.ceil(torch.log2(amax / QMAX))
-    q = torch.trunc(torch.clamp(z * torch.exp2(-exponent), -QMAX, QMAX))
+    amax = z.abs().amax(dim=-1, keepdim=True)
+    if exact_exponent:
+        exponent = _pow2_exponent_from_bits(amax)
+        inv_scale = ((127 - exponent) << 23).view(torch.float32)
+        exponent = exponent.to(y.dtype)
+    else:
+        exponent = torch.ceil(torch.log2(amax.clamp_min(AMAX_FLOOR) / QMAX))
+        inv_scale = torch.exp2(-exponent)
+    q = torch.trunc(torch.clamp(z * inv_scale, -QMAX, QMAX))
     return q.to(torch.int8).view(-1, NOPE_DIM), exponent.view(-1, NOPE_GROUPS)
+
+
+def _pow2_exponent_from_bits(amax: torch.Tensor) -> torch.Tensor:
+    """int32 ``ceil(log2(max(amax, 1e-4) / 127))`` for bf16-valued float32 ``amax >= 0``.
+
+    ``amax = 1.m * 2^E`` with a 7-bit ``m``: ``amax / 127`` lies in ``(2^(E-7), 2^(E-6)]`` unless
+    ``m = 127``, when it lies in ``(2^(E-6), 2^(E-5))``. Below the floor: ``ceil(log2(1e-4/127)) = -20``.
+    """
+    bits = amax.view(torch.int32)
+    e = ((bits >> 23) & 0xFF) - (127 + 6) + (((bits >> 16) & 0x7F) == 0x7F).to(torch.int32)
+    return torch.where(amax < AMAX_FLOOR, torch.full_like(e, -20), e)
 
 
 def rotate_rope(y: torch.Tensor, rope_pos: torch.Tensor, cos_sin_cache: torch.Tensor) -> torch.Tensor:
@@ -68,10 +87,10 @@ def rotate_rope(y: torch.Tensor, rope_pos: torch.Tensor, cos_sin_cache: torch.Te
 
 
 def pack_slot_bytes(
-    y: torch.Tensor, rope_pos: torch.Tensor, cos_sin_cache: torch.Tensor
+    y: torch.Tensor, rope_pos: torch.Tensor, cos_sin_cache: torch.Tensor, exact_exponent: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Normalised ``y [N, 512]`` -> ``(payload [N, 576] uint8, scales [N, 8] uint8)``."""
-    q, exponent = quantize_nope(y)
+    q, exponent = quantize_nope(y, exact_exponent)
     rope = rotate_rope(y, rope_pos, cos_sin_cache).to(torch.bfloat16)
     payload = torch.cat([q.view(torch.uint8), rope.contiguous().view(torch.uint8)], dim=1)
     scales = torch.zeros(y.shape[0], SCALE_BYTES, dtype=torch.uint8, device=y.device)
