@@ -18,8 +18,10 @@ class GpgpuTiles:
 
 
 TILES: dict[str, GpgpuTiles] = {
-    # H100/H200 (sm90): 512-byte row segments, 4 blocks of 8 rows in flight per step.
-    "cuda:sm90": GpgpuTiles(block_d=128, blocks_per_step=4, gather_warps=4, gather_stages=3,
+    # H100/H200 (sm90), from bench/sweep_gpgpu.py on an H200 (bench/RESULTS.md): 256-byte row
+    # segments, 8 blocks (64 rows at block_size 8) per step. Within the sweep's run-to-run noise
+    # (~5%) BLOCK_D 64/128 with 8 blocks a step tie on the 131072-token cases.
+    "cuda:sm90": GpgpuTiles(block_d=64, blocks_per_step=8, gather_warps=4, gather_stages=3,
                             finalize_warps=4, programs_per_unit=8, max_splits=16),
     # Anything else CUDA-like (A100, consumer parts, other Triton GPU backends) and the interpreter.
     "default": GpgpuTiles(block_d=128, blocks_per_step=4, gather_warps=4, gather_stages=3,
