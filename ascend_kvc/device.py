@@ -8,7 +8,7 @@ import torch
 
 
 @functools.lru_cache(maxsize=None)
-def _compute_units(device_type: str, index: int) -> int:
+def compute_units(device_type: str, index: int) -> int:
     if device_type == "cuda":
         return torch.cuda.get_device_properties(index).multi_processor_count
     if device_type == "npu":
@@ -20,12 +20,19 @@ def _compute_units(device_type: str, index: int) -> int:
     return 4  # the CPU interpreter runs programs one after another; a few exercise the loop
 
 
-def persistent_programs(device: torch.device, work_items: int, per_unit: int = 1) -> int:
+# Persistent programs per compute unit: one per Ascend vector core (grids above the core count
+# run in extra rounds there); several per SM on a GPU, to hide memory latency.
+_PROGRAMS_PER_UNIT = {"npu": 1, "cuda": 8}
+
+
+def persistent_programs(device: torch.device, work_items: int, per_unit: int | None = None) -> int:
     """Programs for a persistent 1-D grid: ``per_unit`` per compute unit, never more than the work."""
-    units = _compute_units(device.type, device.index if device.index is not None else 0)
+    units = compute_units(device.type, device.index if device.index is not None else 0)
+    per_unit = per_unit or _PROGRAMS_PER_UNIT.get(device.type, 1)
     return max(1, min(work_items, units * per_unit))
 
 
+@functools.lru_cache(maxsize=None)
 def device_kind(device: torch.device) -> str:
     """A short name for per-device tuning tables, e.g. ``cuda:sm90``, ``npu``, ``cpu``."""
     if device.type == "cuda":

@@ -78,7 +78,7 @@ def launch_index_kernel(kernel, args, block_d: int, extra: tuple = (), **constex
     slot = torch.empty(n, dtype=torch.int64, device=dev)
     rope_pos = torch.empty(n, dtype=torch.int64, device=dev)
     st, bt = args.state_cache, args.block_table
-    grid = (persistent_programs(dev, n * (HEAD_DIM // block_d), per_unit=1),)
+    grid = (persistent_programs(dev, n * (HEAD_DIM // block_d)),)
     kernel[grid](
         st, args.boundary_token_indices, args.token_to_req, args.positions, args.kv_slot_mapping, bt,
         pooled, slot, rope_pos,

@@ -46,7 +46,7 @@ def _byte_scatter_kernel(
 def scatter_bytes(out: torch.Tensor, slot: torch.Tensor, payload: torch.Tensor, scales: torch.Tensor) -> None:
     """Copy each output's 584 bytes into ``out`` at ``slot`` (skipping slot < 0); no host sync."""
     n = slot.shape[0]
-    grid = (persistent_programs(out.device, n, per_unit=1),)
+    grid = (persistent_programs(out.device, n),)
     _byte_scatter_kernel[grid](
         payload, scales, slot, out, n, out.stride(0),
         PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_BYTES=SCALE_BYTES, SCALE_REGION=SCALE_REGION,

@@ -187,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                     row["pct_read_bw"] = 100 * row["gbs"] / info["read_gbs"]
                 rows.append(row)
                 progress.step(label)
+            if args.csv:  # after every case, so an interrupted run keeps what it measured
+                write_csv(args.csv, rows)
             del w, checked, truth, before
             if device == "cuda":
                 torch.cuda.empty_cache()

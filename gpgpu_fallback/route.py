@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from ascend_kvc.device import _compute_units, device_kind
+from ascend_kvc.device import compute_units, device_kind
 from ascend_kvc.layout import HEAD_DIM, SLOTS_PER_PAGE
 
 from .finalize import _fused_finalize_scatter_kernel
@@ -21,7 +21,7 @@ def run(args, route_name: str, plan, out: torch.Tensor) -> None:
     n, C, bs = args.num_outputs, args.compress_ratio, args.block_size
     tiles = tiles_for(device_kind(dev))
     max_cols = (C - 1) // bs + 2  # logical blocks a window can touch
-    units = _compute_units(dev.type, dev.index if dev.index is not None else 0)
+    units = compute_units(dev.type, dev.index if dev.index is not None else 0)
     splits = window_splits(tiles, n, max_cols, units)
     nb = tiles.blocks_per_step
     cols_per_split = triton.cdiv(triton.cdiv(max_cols, splits), nb) * nb
