@@ -32,6 +32,9 @@ def synchronize(device: str) -> None:
 
 
 def git_commit() -> str:
+    """The checkout's commit; ``ASCEND_KVC_COMMIT`` names it where the tree travelled without .git."""
+    if os.environ.get("ASCEND_KVC_COMMIT"):
+        return os.environ["ASCEND_KVC_COMMIT"]
     try:
         root = Path(__file__).resolve().parent.parent
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
