@@ -26,10 +26,10 @@ def run(args, route_name: str, plan, out: torch.Tensor) -> None:
     nb = tiles.blocks_per_step
     cols_per_split = triton.cdiv(triton.cdiv(max_cols, splits), nb) * nb
 
-    part_m = torch.empty(n, splits, HEAD_DIM, dtype=torch.float32, device=dev)
-    part_l = torch.empty_like(part_m)
-    part_acc = torch.empty_like(part_m)
-    part_bad = torch.empty(n, splits, dtype=torch.int32, device=dev)
+    # One allocation: per piece max, sum and weighted sum [3, n, splits, 512], then the bad-block counts.
+    work = torch.empty(3 * n * splits * HEAD_DIM + n * splits, dtype=torch.float32, device=dev)
+    part_m, part_l, part_acc = work[: 3 * n * splits * HEAD_DIM].view(3, n, splits, HEAD_DIM).unbind(0)
+    part_bad = work[3 * n * splits * HEAD_DIM :].view(torch.int32)
     st, bt = args.state_cache, args.block_table
     index_args = (args.boundary_token_indices, args.token_to_req, args.positions, args.kv_slot_mapping)
     num_slots = out.shape[0] * SLOTS_PER_PAGE
