@@ -5,23 +5,25 @@ from __future__ import annotations
 import csv
 import json
 
-COLUMNS = ["case", "layout", "route", "check", "ms", "p20", "p80", "gbs", "pct_read_bw", "x_ref", "x_pregather"]
+COLUMNS = ["case", "layout", "route", "check", "ms", "p20", "p80", "gbs", "pct_read_bw", "x_ref", "x_pregather",
+           "graph_ms", "graph_x_floor"]
 
 
 def _fmt(v, col: str) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
-        if col in ("ms", "p20", "p80"):
+        if col in ("ms", "p20", "p80", "graph_ms"):
             return f"{v:.4f}" if v < 10 else f"{v:.1f}"
-        if col in ("x_ref", "x_pregather"):
+        if col in ("x_ref", "x_pregather", "graph_x_floor"):
             return f"{v:.2f}x"
         return f"{v:.1f}"
     return str(v)
 
 
 def format_table(rows: list[dict], device: str) -> str:
-    header = ["case", "layout", "route", "check", "median ms", "p20", "p80", "GB/s", "% read BW", "vs ref", "vs pre-gather"]
+    header = ["case", "layout", "route", "check", "median ms", "p20", "p80", "GB/s", "% read BW", "vs ref", "vs pre-gather",
+              "graph ms", "graph / floor"]
     body = [[_fmt(r.get(c), c) for c in COLUMNS] for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)]
     lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
@@ -33,7 +35,7 @@ def format_table(rows: list[dict], device: str) -> str:
 
 
 def write_csv(path: str, rows: list[dict]) -> None:
-    keys = COLUMNS + ["num_outputs", "bytes", "ambiguous_differences", "check_detail"]
+    keys = COLUMNS + ["floor_ms", "num_outputs", "bytes", "ambiguous_differences", "check_detail"]
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()

@@ -2,9 +2,8 @@
 
 Program ``(output, window piece, head-dim tile)`` streams its piece ``blocks_per_step`` physical
 blocks at a time: one block-table entry per block, a ``[blocks, rows, BLOCK_D]`` tile per step,
-no contiguity assumed. The online softmax runs per (row lane, dim), so the hot loop is pure
-elementwise work; the row lanes are merged once at the end, and the piece's softmax state
-(max, sum, weighted sum per dim) is left for the finalizer to merge with the other pieces.
+no contiguity assumed. It leaves the piece's softmax state (running max, sum, weighted sum) for
+the finalizer to merge.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ascend_kvc.triton_helpers import resolve_output
+from ascend_kvc.triton_helpers import online_softmax_update, resolve_output
 
 
 @triton.jit
@@ -44,12 +43,9 @@ def _block8_split_softmax_kernel(
     col_end = tl.minimum(col_start + cols_per_split, pos // block_size + 1)
     table_row = block_table_ptr + req * bt_s0
 
-    # Softmax state per (row lane, dim): the loop only does elementwise work; the rows are
-    # reduced once, after it. A reduction across rows inside the loop crosses warps every step.
-    ROWS: tl.constexpr = NB * BLOCK_BS
-    m = tl.full([ROWS, BLOCK_D], float("-inf"), tl.float32)
-    l = tl.zeros([ROWS, BLOCK_D], tl.float32)
-    acc = tl.zeros([ROWS, BLOCK_D], tl.float32)
+    m = tl.full([BLOCK_D], float("-inf"), tl.float32)
+    l = tl.zeros([BLOCK_D], tl.float32)
+    acc = tl.zeros([BLOCK_D], tl.float32)
     n_bad = tl.where(ok, 0, 1)
     if ok:
         for c0 in range(col_start, col_end, NB):
@@ -66,24 +62,13 @@ def _block8_split_softmax_kernel(
             mask3 = row_mask[:, :, None]
             values = tl.load(ptrs, mask=mask3, other=0.0).to(tl.float32)
             scores = tl.load(ptrs + 512 * state_s2, mask=mask3, other=float("-inf")).to(tl.float32)
-            values = tl.reshape(values, [ROWS, BLOCK_D])
-            scores = tl.reshape(scores, [ROWS, BLOCK_D])
-            m_new = tl.maximum(m, scores)
-            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # lanes that saw only masked rows
-            alpha = tl.exp(m - m_ref)
-            p = tl.exp(scores - m_ref)
-            l = l * alpha + p
-            acc = acc * alpha + p * values
-            m = m_new
-    m_piece = tl.max(m, axis=0)  # [BLOCK_D]
-    m_piece_ref = tl.where(m_piece == float("-inf"), 0.0, m_piece)
-    w = tl.exp(m - m_piece_ref[None, :])
-    l_piece = tl.sum(l * w, axis=0)
-    acc_piece = tl.sum(acc * w, axis=0)
+            values = tl.reshape(values, [NB * BLOCK_BS, BLOCK_D])
+            scores = tl.reshape(scores, [NB * BLOCK_BS, BLOCK_D])
+            m, l, acc = online_softmax_update(m, l, acc, values, scores)
 
     part = (i * SPLITS + piece).to(tl.int64) * 512 + dims
-    tl.store(part_m_ptr + part, m_piece)
-    tl.store(part_l_ptr + part, l_piece)
-    tl.store(part_acc_ptr + part, acc_piece)
+    tl.store(part_m_ptr + part, m)
+    tl.store(part_l_ptr + part, l)
+    tl.store(part_acc_ptr + part, acc)
     if d_tile == 0:
         tl.store(part_bad_ptr + i * SPLITS + piece, n_bad)
