@@ -1,0 +1,1 @@
+"""Developer tools: the Ascend lowering audit."""
