@@ -59,7 +59,7 @@ def write_plot(path: str, info: dict, rows: list[dict]) -> None:
         if key not in groups:
             groups.append(key)
     routes = [rt for rt in dict.fromkeys(r["route"] for r in rows) if rt != "reference"]
-    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(groups) * max(1, len(routes)) / 4), 5))
+    fig, ax = plt.subplots(figsize=(min(24, 4 + 0.8 * len(groups)), 6))
     width = 0.8 / max(len(routes), 1)
     for k, route in enumerate(routes):
         ys = []
@@ -77,3 +77,17 @@ def write_plot(path: str, info: dict, rows: list[dict]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.report RESULTS.json OUT.png``: redraw the plot of a saved run."""
+    import sys
+
+    src, dst = (argv or sys.argv[1:])[:2]
+    data = json.load(open(src))
+    write_plot(dst, data["machine"], data["results"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

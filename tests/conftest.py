@@ -11,6 +11,7 @@ import torch
 
 
 def _has_npu() -> bool:
+    # torch-npu registers torch.npu when it is installed (it auto-loads with torch).
     return hasattr(torch, "npu") and torch.npu.is_available()
 
 

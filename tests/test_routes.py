@@ -14,8 +14,11 @@ from ascend_kvc.workloads import SMALL_CASES, make_workload
 
 from cases import general_case, run_and_check
 
-TRITON_ROUTES = [f"ascend:{s}" for s in ASCEND_STAGES] + ["gpgpu"]
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+ON_NPU = hasattr(torch, "npu") and torch.npu.is_available()
+DEVICE = "cuda" if torch.cuda.is_available() else "npu" if ON_NPU else "cpu"
+# The gpgpu route is the NVIDIA-like fallback; on an NPU only the Ascend ladder is promised.
+FALLBACK = [] if ON_NPU else ["gpgpu"]
+TRITON_ROUTES = [f"ascend:{s}" for s in ASCEND_STAGES] + FALLBACK
 
 
 def _small(C, block_size=8, **kw):
@@ -32,18 +35,19 @@ def test_route_matches_oracle(route, C):
     assert report.num_outputs_written >= 1
 
 
-@pytest.mark.parametrize("route", ["ascend:block-gather", "ascend:block-gather-nomask", "ascend:byte-scatter", "gpgpu"])
+@pytest.mark.parametrize("route", ["ascend:block-gather", "ascend:block-gather-nomask", "ascend:byte-scatter",
+                                   *FALLBACK])
 @pytest.mark.parametrize("block_size", [1, 3, 16, 64])
 def test_route_block_sizes(route, block_size):
     run_and_check(_small(128, block_size, seed=block_size, num_reqs=1, outputs_per_req=3), route)
 
 
-@pytest.mark.parametrize("route", ["ascend:random-gather", "ascend:pre-gather", "ascend", "gpgpu"])
+@pytest.mark.parametrize("route", ["ascend:random-gather", "ascend:pre-gather", "ascend", *FALLBACK])
 def test_route_int32_indices_and_fresh_out(route):
     run_and_check(_small(256, 8, seed=31, index_dtype=torch.int32), route, inplace=False)
 
 
-@pytest.mark.parametrize("route", ["ascend", "gpgpu"])
+@pytest.mark.parametrize("route", ["ascend", *FALLBACK])
 def test_route_int64_block_table_and_strided_state(route):
     w = _small(128, 8, seed=41)
     w.block_table = w.block_table.long()
@@ -53,17 +57,17 @@ def test_route_int64_block_table_and_strided_state(route):
     run_and_check(w, route)
 
 
-@pytest.mark.parametrize("route", ["ascend", "gpgpu"])
+@pytest.mark.parametrize("route", ["ascend", *FALLBACK])
 def test_route_bf16_state_cache(route):
     run_and_check(_small(128, 8, seed=51, state_dtype=torch.bfloat16), route)
 
 
-@pytest.mark.parametrize("route", ["ascend", "gpgpu"])
+@pytest.mark.parametrize("route", ["ascend", *FALLBACK])
 def test_route_peaky_scores_tiny_values(route):
     run_and_check(_small(256, 8, seed=61, score_scale=40.0, value_scale=1e-6), route)
 
 
-@pytest.mark.parametrize("route", ["ascend", "gpgpu"])
+@pytest.mark.parametrize("route", ["ascend", *FALLBACK])
 def test_route_official_small_shapes(route):
     for case in SMALL_CASES:
         w = make_workload(*case, shuffle=True, nonzero_cache=True, seed=5, device=DEVICE)
@@ -129,3 +133,14 @@ def test_cuda_graph_capture_gpgpu():
     graph.replay()
     torch.cuda.synchronize()
     assert check_cache(w.checked_args(), out, torch.zeros_like(out)).ok
+
+
+@pytest.mark.npu
+@pytest.mark.parametrize("route", [f"ascend:{s}" for s in ASCEND_STAGES])
+@pytest.mark.parametrize("C", [128, 256, 512])
+def test_npu_official_case(route, C):
+    w = make_workload(1, 8192, C, shuffle=True, nonzero_cache=True, seed=C, device="npu")
+    before = w.kv_cache.clone()
+    got = c128_256_512_compress(*w.args(), out=w.kv_cache, route=route)
+    report = check_cache(w.checked_args(), got, before)
+    assert report.ok, str(report)
