@@ -33,6 +33,14 @@ def _load_block_tile(state_ptr, blk, rows, row_mask, dims, state_s0, state_s1, s
 
 
 @triton.jit
+def _lookup_block(table_row, col, bt_s1, num_blocks):
+    """One block-table entry: ``(block id, or 0 if out of range; 1 if it was out of range else 0)``."""
+    blk = tl.load(table_row + col * bt_s1).to(tl.int64)
+    blk_ok = (blk >= 0) & (blk < num_blocks)
+    return tl.where(blk_ok, blk, 0), tl.where(blk_ok, 0, 1)
+
+
+@triton.jit
 def _block_gather_softmax_kernel(
     state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
     boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
@@ -72,37 +80,32 @@ def _block_gather_softmax_kernel(
             hi = (pos - last_col * block_size).to(tl.int32)
             if UNMASKED_MIDDLE:
                 # Partial first block, full middle blocks without masks, partial last block.
-                blk = tl.load(table_row + first_col * bt_s1).to(tl.int64)
-                blk_ok = (blk >= 0) & (blk < num_blocks)
-                n_bad += tl.where(blk_ok, 0, 1)
+                blk, bad = _lookup_block(table_row, first_col, bt_s1, num_blocks)
+                n_bad += bad
                 first_hi = tl.where(first_col == last_col, hi, block_size - 1)
-                values, scores = _load_block_tile(state_ptr, tl.where(blk_ok, blk, 0), rows,
+                values, scores = _load_block_tile(state_ptr, blk, rows,
                                                   (rows >= lo) & (rows <= first_hi), dims,
                                                   state_s0, state_s1, state_s2, True)
                 m, l, acc = online_softmax_update(m, l, acc, values, scores)
                 for col in range(first_col + 1, last_col):
-                    blk = tl.load(table_row + col * bt_s1).to(tl.int64)  # one lookup per block
-                    blk_ok = (blk >= 0) & (blk < num_blocks)
-                    n_bad += tl.where(blk_ok, 0, 1)
-                    values, scores = _load_block_tile(state_ptr, tl.where(blk_ok, blk, 0), rows,
-                                                      rows < block_size, dims,
+                    blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
+                    n_bad += bad
+                    values, scores = _load_block_tile(state_ptr, blk, rows, rows < block_size, dims,
                                                       state_s0, state_s1, state_s2, ROWS_PADDED)
                     m, l, acc = online_softmax_update(m, l, acc, values, scores)
                 if last_col > first_col:
-                    blk = tl.load(table_row + last_col * bt_s1).to(tl.int64)
-                    blk_ok = (blk >= 0) & (blk < num_blocks)
-                    n_bad += tl.where(blk_ok, 0, 1)
-                    values, scores = _load_block_tile(state_ptr, tl.where(blk_ok, blk, 0), rows,
-                                                      rows <= hi, dims, state_s0, state_s1, state_s2, True)
+                    blk, bad = _lookup_block(table_row, last_col, bt_s1, num_blocks)
+                    n_bad += bad
+                    values, scores = _load_block_tile(state_ptr, blk, rows, rows <= hi, dims,
+                                                      state_s0, state_s1, state_s2, True)
                     m, l, acc = online_softmax_update(m, l, acc, values, scores)
             else:
                 for col in range(first_col, last_col + 1):
-                    blk = tl.load(table_row + col * bt_s1).to(tl.int64)  # one lookup per block
-                    blk_ok = (blk >= 0) & (blk < num_blocks)
-                    n_bad += tl.where(blk_ok, 0, 1)
+                    blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
+                    n_bad += bad
                     t = col * block_size + rows  # [BLOCK_BS]
                     row_mask = (rows < block_size) & (t >= t0) & (t <= pos)
-                    values, scores = _load_block_tile(state_ptr, tl.where(blk_ok, blk, 0), rows, row_mask, dims,
+                    values, scores = _load_block_tile(state_ptr, blk, rows, row_mask, dims,
                                                       state_s0, state_s1, state_s2, True)
                     m, l, acc = online_softmax_update(m, l, acc, values, scores)
         c = acc / l

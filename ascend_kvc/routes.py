@@ -100,8 +100,6 @@ def resolve(route: str, device: torch.device) -> Route:
         raise TypeError(f"route must be a str, got {type(route).__name__}")
     if route == "auto":
         name = {"npu": "ascend", "cuda": "gpgpu"}.get(device.type, "reference")
-        if name != "reference" and device.type == "cpu":
-            name = "reference"
         resolved = resolve(name, device)
         _announce(device.type, resolved.name)
         return resolved

@@ -34,6 +34,8 @@ def main() -> int:
     p.add_argument("--json")
     p.add_argument("--quick", action="store_true", help="fewer tile sets")
     p.add_argument("--big", action="store_true", help="only the 131072-token cases")
+    p.add_argument("--tiles", nargs="+", metavar="D,NB,WARPS,PPU,STAGES",
+                   help="explicit tile sets instead of the built-in grid")
     a = p.parse_args()
     info = machine_info("cuda")
     info.update(measure_bandwidth("cuda", lambda fn: {"ms": _time(fn)}))
@@ -46,6 +48,8 @@ def main() -> int:
     grid = list(itertools.product([64, 128, 256], [2, 4, 8], [4], [8], [3]))
     if a.quick:
         grid = list(itertools.product([64, 128], [4, 8], [4], [8], [3]))
+    if a.tiles:
+        grid = [tuple(int(x) for x in t.split(",")) for t in a.tiles]
     results = []
     cases = [c for c in OFFICIAL_CASES if c[1] == 131072] if a.big else OFFICIAL_CASES
     for case in cases:
