@@ -144,3 +144,34 @@ def test_npu_official_case(route, C):
     got = c128_256_512_compress(*w.args(), out=w.kv_cache, route=route)
     report = check_cache(w.checked_args(), got, before)
     assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("route", ["reference", "ascend", *FALLBACK])
+def test_out_with_padded_rows_keeps_the_padding(route):
+    w = _small(128, 8, seed=81)
+    wide = torch.randint(0, 256, (w.kv_cache.shape[0], 37376 + 100), dtype=torch.uint8, device=DEVICE)
+    wide[:, :37376] = w.kv_cache
+    padding = wide[:, 37376:].clone()
+    out = wide[:, :37376]  # rows 37476 bytes apart, as a slice of a larger engine buffer would be
+    before = out.clone()
+    c128_256_512_compress(*w.args(), out=out, route=route)
+    assert torch.equal(wide[:, 37376:], padding)
+    report = check_cache(w.checked_args(), out, before)
+    assert report.ok, str(report)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NaN casts and reductions, on purpose
+@pytest.mark.parametrize("route", ["reference", "ascend", *FALLBACK])
+def test_non_finite_state_only_touches_its_own_slot(route):
+    w = make_workload(2, 512, 128, shuffle=True, nonzero_cache=True, seed=91, device=DEVICE)  # disjoint windows
+    clean = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route, validate=False)
+    tok = int(w.boundary_token_indices[1])
+    r, p = int(w.token_to_req[tok]), int(w.positions[tok])
+    w.state_cache[int(w.block_table[r, (p - 40) // 8])] = float("nan")  # a block only output 1 reads
+    dirty = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route, validate=False)
+    slot = int(w.kv_slot_mapping[tok])
+    page, o = divmod(slot, 64)
+    own = torch.zeros_like(clean, dtype=torch.bool)
+    own[page, o * 576:(o + 1) * 576] = True
+    own[page, 36864 + o * 8:36864 + (o + 1) * 8] = True
+    assert torch.equal(clean[~own], dirty[~own])
