@@ -110,11 +110,17 @@ def test_validate_false_skips_bad_outputs_and_writes_the_rest(route):
     assert report.num_outputs_written >= 2
 
 
-@pytest.mark.cuda
-@pytest.mark.parametrize("route", TRITON_ROUTES)
+_ACCELERATOR_CASES = [
+    *(pytest.param("cuda", r, marks=pytest.mark.cuda, id=f"cuda-{r}") for r in TRITON_ROUTES),
+    *(pytest.param("npu", f"ascend:{s}", marks=pytest.mark.npu, id=f"npu-ascend:{s}") for s in ASCEND_STAGES),
+]
+
+
+@pytest.mark.parametrize("device,route", _ACCELERATOR_CASES)
 @pytest.mark.parametrize("C", [128, 256, 512])
-def test_cuda_official_case(route, C):
-    w = make_workload(1, 8192, C, shuffle=True, nonzero_cache=True, seed=C, device="cuda")
+def test_accelerator_official_case(device, route, C):
+    """An official 8192-token case, shuffled and in place, compiled on the accelerator."""
+    w = make_workload(1, 8192, C, shuffle=True, nonzero_cache=True, seed=C, device=device)
     before = w.kv_cache.clone()
     got = c128_256_512_compress(*w.args(), out=w.kv_cache, route=route)
     report = check_cache(w.checked_args(), got, before)
@@ -133,17 +139,6 @@ def test_cuda_graph_capture_gpgpu():
     graph.replay()
     torch.cuda.synchronize()
     assert check_cache(w.checked_args(), out, torch.zeros_like(out)).ok
-
-
-@pytest.mark.npu
-@pytest.mark.parametrize("route", [f"ascend:{s}" for s in ASCEND_STAGES])
-@pytest.mark.parametrize("C", [128, 256, 512])
-def test_npu_official_case(route, C):
-    w = make_workload(1, 8192, C, shuffle=True, nonzero_cache=True, seed=C, device="npu")
-    before = w.kv_cache.clone()
-    got = c128_256_512_compress(*w.args(), out=w.kv_cache, route=route)
-    report = check_cache(w.checked_args(), got, before)
-    assert report.ok, str(report)
 
 
 @pytest.mark.parametrize("route", ["reference", "ascend", *FALLBACK])
