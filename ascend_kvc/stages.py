@@ -56,8 +56,6 @@ def stage_of(route_name: str) -> str:
 
 def run(args, route_name: str, plan, out) -> None:
     """Route entry point for ``ascend:<stage>``."""
-    if args.token_to_req.shape[0] == 0 or args.state_cache.shape[0] == 0 or args.block_table.numel() == 0:
-        return  # nothing can be read: every output is skipped
     gather, normalised, writer = _LADDER[stage_of(route_name)]
     pooled, slot, rope_pos = gather(args)
     payload, scales = finalize.finalize_bytes(pooled, normalised, rope_pos, args)

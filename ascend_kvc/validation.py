@@ -43,6 +43,11 @@ class CompressArgs:
     def num_outputs(self) -> int:
         return self.boundary_token_indices.shape[0]
 
+    @property
+    def nothing_to_read(self) -> bool:
+        """No token, state block or table entry exists: every output is skipped."""
+        return self.token_to_req.shape[0] == 0 or self.state_cache.shape[0] == 0 or self.block_table.numel() == 0
+
 
 def _tensor(name: str, value, dtypes: tuple[torch.dtype, ...], rank: int) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):

@@ -170,3 +170,14 @@ def test_non_finite_state_only_touches_its_own_slot(route):
     own[page, o * 576:(o + 1) * 576] = True
     own[page, 36864 + o * 8:36864 + (o + 1) * 8] = True
     assert torch.equal(clean[~own], dirty[~own])
+
+
+@pytest.mark.parametrize("route", ["reference", *TRITON_ROUTES])
+def test_nothing_to_read_writes_nothing(route):
+    w = _small(128, 8, seed=3)
+    w.block_table = w.block_table[:0]  # no request has any block
+    out = w.kv_cache.clone()
+    assert c128_256_512_compress(*w.args(), out=out, route=route, validate=False) is out
+    assert torch.equal(out, w.kv_cache)
+    with pytest.raises(ValueError, match="token_to_req: output 0"):
+        c128_256_512_compress(*w.args(), out=out, route=route)
