@@ -39,6 +39,8 @@ def _fused_finalize_scatter_kernel(
     num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
     cs_s0, cs_s1, kv_s0, eps,
     C: tl.constexpr, SPLITS: tl.constexpr, SPLITS_P2: tl.constexpr,
+    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
+    SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
 ):
     i = tl.program_id(0)
     ok, req, pos, slot = resolve_output(
@@ -57,15 +59,16 @@ def _fused_finalize_scatter_kernel(
         q = (z * exp2_int(-e)[:, None]).to(tl.int32)  # truncates toward zero; |q| <= 127 by construction
         q = tl.minimum(tl.maximum(q, -127), 127)
 
-        page = slot // 64
-        in_page = slot - page * 64
-        payload = kv_cache_ptr + page * kv_s0 + in_page * 576
+        page = slot // SLOTS_PER_PAGE
+        in_page = slot - page * SLOTS_PER_PAGE
+        payload = kv_cache_ptr + page * kv_s0 + in_page * PAYLOAD_BYTES
         tl.store(payload + d2, (q & 0xFF).to(tl.uint8), mask=g[:, None] < 7)
         scale_bytes = tl.where(g < 7, tl.minimum(tl.maximum(e + 127, 0), 255), 0)  # byte 7: the pad
-        tl.store(kv_cache_ptr + page * kv_s0 + 36864 + in_page * 8 + g, scale_bytes.to(tl.uint8))
+        scales = kv_cache_ptr + page * kv_s0 + SCALE_REGION + in_page * SCALE_BYTES
+        tl.store(scales + g, scale_bytes.to(tl.uint8))
 
         k = tl.arange(0, 32)
-        even = 448 + 2 * k
+        even = NOPE_DIM + 2 * k
         u = _merge_pieces(part_m_ptr, part_l_ptr, part_acc_ptr, base, even, SPLITS)
         w = _merge_pieces(part_m_ptr, part_l_ptr, part_acc_ptr, base, even + 1, SPLITS)
         u = u * rrms * tl.load(weight_ptr + even).to(tl.float32)
@@ -75,7 +78,7 @@ def _fused_finalize_scatter_kernel(
         sin = tl.load(rope_row + (32 + k) * cs_s1)
         u_bits = bf16_rne_bits(u * cos - w * sin)
         w_bits = bf16_rne_bits(w * cos + u * sin)
-        rope = payload + 448 + 4 * k  # little-endian bf16 pairs
+        rope = payload + NOPE_DIM + 4 * k  # little-endian bf16 pairs
         tl.store(rope, ((u_bits >> 16) & 0xFF).to(tl.uint8))
         tl.store(rope + 1, ((u_bits >> 24) & 0xFF).to(tl.uint8))
         tl.store(rope + 2, ((w_bits >> 16) & 0xFF).to(tl.uint8))

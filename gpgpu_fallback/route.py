@@ -7,7 +7,7 @@ import torch
 import triton
 
 from ascend_kvc.device import compute_units, device_kind
-from ascend_kvc.layout import HEAD_DIM, SLOTS_PER_PAGE
+from ascend_kvc.layout import HEAD_DIM, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
 
 from .finalize import _fused_finalize_scatter_kernel
 from .split_gather import _block8_split_softmax_kernel
@@ -45,5 +45,6 @@ def run(args, route_name: str, plan, out: torch.Tensor) -> None:
         args.token_to_req.shape[0], bt.shape[0], bt.shape[1], num_slots, cs.shape[0], bs,
         cs.stride(0), cs.stride(1), out.stride(0), args.rms_norm_eps,
         C=C, SPLITS=splits, SPLITS_P2=max(2, triton.next_power_of_2(splits)),
-        num_warps=tiles.finalize_warps,
+        NOPE_DIM=NOPE_DIM, PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_REGION=SCALE_REGION, SCALE_BYTES=SCALE_BYTES,
+        SLOTS_PER_PAGE=SLOTS_PER_PAGE, num_warps=tiles.finalize_warps,
     )

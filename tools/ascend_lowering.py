@@ -34,6 +34,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ascend_kvc.layout import PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
+
 REPO = Path(__file__).resolve().parent.parent
 UB_BYTES = 192 * 1024
 UB_DOUBLE_BUFFERED = UB_BYTES // 2
@@ -54,7 +56,8 @@ STAGE_KERNELS = {
     "byte-scatter": [
         ("ascend_kvc.gather_block", _GATHER, dict(BLOCK_D=512, UNMASKED_MIDDLE=True, FUSE_RMSNORM=True)),
         ("ascend_kvc.scatter", "_byte_scatter_kernel",
-         dict(PAYLOAD_BYTES=576, SCALE_BYTES=8, SCALE_REGION=36864, SLOTS_PER_PAGE=64)),
+         dict(PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_BYTES=SCALE_BYTES, SCALE_REGION=SCALE_REGION,
+              SLOTS_PER_PAGE=SLOTS_PER_PAGE)),
     ],
 }
 
