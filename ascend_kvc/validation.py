@@ -126,9 +126,11 @@ def check_metadata(
         if t.device != device:
             raise ValueError(f"{name} is on {t.device} but state_cache is on {device}; all tensors must share one device")
 
+    # Kernels index the 1-D tensors with unit stride; a strided view is copied (a no-op otherwise).
     return CompressArgs(
-        state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
-        cos_sin_cache, kv_slot_mapping, kv_cache, block_size, int(compress_ratio), float(rms_norm_eps),
+        state_cache, token_to_req.contiguous(), positions.contiguous(), boundary_token_indices.contiguous(),
+        block_table, rms_norm_weight.contiguous(), cos_sin_cache, kv_slot_mapping.contiguous(), kv_cache,
+        block_size, int(compress_ratio), float(rms_norm_eps),
     )
 
 

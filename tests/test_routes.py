@@ -181,3 +181,18 @@ def test_nothing_to_read_writes_nothing(route):
     assert torch.equal(out, w.kv_cache)
     with pytest.raises(ValueError, match="token_to_req: output 0"):
         c128_256_512_compress(*w.args(), out=out, route=route)
+
+
+@pytest.mark.parametrize("route", ["ascend", *FALLBACK])
+def test_strided_index_tensors_and_weight(route):
+    w = _small(128, 8, seed=93)
+
+    def spread(t):  # the same values, every other element of a buffer twice the size
+        buf = torch.empty(2 * t.numel(), dtype=t.dtype, device=t.device)
+        buf[::2] = t
+        return buf[::2]
+
+    for name in ("token_to_req", "positions", "boundary_token_indices", "kv_slot_mapping", "rms_norm_weight"):
+        setattr(w, name, spread(getattr(w, name)))
+        assert not getattr(w, name).is_contiguous()
+    run_and_check(w, route)
