@@ -170,6 +170,19 @@ def _acceptable(slot_bytes: torch.Tensor, truth: Truth) -> torch.Tensor:
     return ok
 
 
+def _truth_of(truth: Truth, i: int, j: int) -> str:
+    """What the float64 truth allows for byte ``j`` of written output ``i``, for messages."""
+    if j < NOPE_DIM:
+        return f" (bf16 z in [{truth.z_lo[i, j].item():.6g}, {truth.z_hi[i, j].item():.6g}])"
+    if j < PAYLOAD_BYTES:
+        k = (j - NOPE_DIM) // 2
+        return f" (bf16 value in [{truth.rope_lo[i, k].item():.6g}, {truth.rope_hi[i, k].item():.6g}])"
+    if j < PAYLOAD_BYTES + NOPE_GROUPS:
+        g = j - PAYLOAD_BYTES
+        return f" (exponent in [{int(truth.e_lo[i, g])}, {int(truth.e_hi[i, g])}])"
+    return " (pad byte)"
+
+
 def check_cache(args, got: torch.Tensor, before: torch.Tensor, truth: Truth | None = None) -> OracleReport:
     """Compare a written cache ``got`` with what the contract says it must hold.
 
@@ -199,12 +212,14 @@ def check_cache(args, got: torch.Tensor, before: torch.Tensor, truth: Truth | No
     mismatches = int(bad_in_slots.sum() + bad_outside.sum() + ref_bad.sum())
     first = ""
     if bool(bad_in_slots.any()):
-        i, j = bad_in_slots.nonzero()[0].tolist()
+        # Name a byte that differs where there is one: a wrong scale also fails its group's values.
+        differing = bad_in_slots & (got_slots != truth.expected)
+        i, j = (differing if bool(differing.any()) else bad_in_slots).nonzero()[0].tolist()
         region = "int8 NOPE" if j < NOPE_DIM else "bf16 RoPE" if j < PAYLOAD_BYTES else (
             "scale" if j < PAYLOAD_BYTES + NOPE_GROUPS else "pad")
         first = (
             f"output {truth.outputs[i].item()} (slot {truth.slots[i].item()}) byte {j} [{region}]: "
-            f"got {got_slots[i, j].item()}, expected {truth.expected[i, j].item()}"
+            f"got {got_slots[i, j].item()}, expected {truth.expected[i, j].item()}{_truth_of(truth, i, j)}"
         )
     elif bool(bad_outside.any()):
         p, c = bad_outside.nonzero()[0].tolist()
