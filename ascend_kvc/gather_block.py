@@ -15,8 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .gather_random import launch_index_kernel
-from .triton_helpers import online_softmax_update, resolve_output
+from .triton_helpers import launch_index_kernel, online_softmax_update, resolve_output
 
 
 @triton.jit

@@ -11,9 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .device import persistent_programs
-from .layout import HEAD_DIM
-from .triton_helpers import online_softmax_update, resolve_output
+from .triton_helpers import launch_index_kernel, online_softmax_update, resolve_output
 
 BLOCK_D = 64
 BLOCK_T = 32
@@ -68,23 +66,3 @@ def _random_gather_softmax_kernel(
 def gather(args) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(pooled c [N, 512] fp32, slot [N] int64, rope_pos [N] int64)``."""
     return launch_index_kernel(_random_gather_softmax_kernel, args, BLOCK_D, BLOCK_T=BLOCK_T)
-
-
-def launch_index_kernel(kernel, args, block_d: int, extra: tuple = (), **constexprs):
-    """Launch one of the Ascend gathers that resolve their own indices, on a persistent grid."""
-    n = args.num_outputs
-    dev = args.device
-    pooled = torch.empty(n, HEAD_DIM, dtype=torch.float32, device=dev)
-    slot = torch.empty(n, dtype=torch.int64, device=dev)
-    rope_pos = torch.empty(n, dtype=torch.int64, device=dev)
-    st, bt = args.state_cache, args.block_table
-    grid = (persistent_programs(dev, n * (HEAD_DIM // block_d)),)
-    kernel[grid](
-        st, args.boundary_token_indices, args.token_to_req, args.positions, args.kv_slot_mapping, bt,
-        pooled, slot, rope_pos,
-        n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], args.kv_cache.shape[0] * 64,
-        args.cos_sin_cache.shape[0], args.block_size,
-        st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1), *extra,
-        C=args.compress_ratio, BLOCK_D=block_d, **constexprs,
-    )
-    return pooled, slot, rope_pos

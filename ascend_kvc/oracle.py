@@ -25,6 +25,7 @@ import torch
 from . import reference
 from .indexing import OutputPlan, plan_for
 from .layout import (
+    AMAX_FLOOR,
     HEAD_DIM,
     NOPE_DIM,
     NOPE_GROUPS,
@@ -73,7 +74,7 @@ def _bf16_rne_f64(x: torch.Tensor) -> torch.Tensor:
 def _scale_exponent_f64(amax: torch.Tensor) -> torch.Tensor:
     """``ceil(log2(max(amax, 1e-4) / 127))``, exact: a device's float64 log2 need not be exact at
     powers of two (seen on CUDA), so the estimate is corrected with exact ldexp comparisons."""
-    a = amax.clamp_min(1.0e-4)
+    a = amax.clamp_min(AMAX_FLOOR)
     e = torch.ceil(torch.log2(a / QMAX))
     limit = torch.full_like(a, float(QMAX))
     e = torch.where(torch.ldexp(limit, e - 1) >= a, e - 1, e)

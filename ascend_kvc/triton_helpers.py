@@ -1,4 +1,4 @@
-"""Triton device functions shared by the kernels of both routes.
+"""Triton device functions shared by the kernels of both routes, and the Ascend gathers' launcher.
 
 Everything here stays within the Triton 3.2 language (triton-ascend 3.2.0) and is exact under the
 CPU interpreter: bf16 rounding and power-of-two scales are done with integer bit operations,
@@ -7,8 +7,12 @@ never with ``.to(tl.bfloat16)`` or ``log2``/``exp2``.
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
+
+from .device import persistent_programs
+from .layout import HEAD_DIM, SLOTS_PER_PAGE
 
 
 @triton.jit
@@ -91,3 +95,23 @@ def pow2_scale_exponent(amax):
 def exp2_int(e):
     """``2.0 ** e`` for an int32 ``e`` in [-126, 127], built from its exponent bits."""
     return ((e + 127) << 23).to(tl.float32, bitcast=True)
+
+
+def launch_index_kernel(kernel, args, block_d: int, extra: tuple = (), **constexprs):
+    """Launch one of the Ascend gathers that resolve their own indices, on a persistent grid."""
+    n = args.num_outputs
+    dev = args.device
+    pooled = torch.empty(n, HEAD_DIM, dtype=torch.float32, device=dev)
+    slot = torch.empty(n, dtype=torch.int64, device=dev)
+    rope_pos = torch.empty(n, dtype=torch.int64, device=dev)
+    st, bt = args.state_cache, args.block_table
+    grid = (persistent_programs(dev, n * (HEAD_DIM // block_d)),)
+    kernel[grid](
+        st, args.boundary_token_indices, args.token_to_req, args.positions, args.kv_slot_mapping, bt,
+        pooled, slot, rope_pos,
+        n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], args.kv_cache.shape[0] * SLOTS_PER_PAGE,
+        args.cos_sin_cache.shape[0], args.block_size,
+        st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1), *extra,
+        C=args.compress_ratio, BLOCK_D=block_d, **constexprs,
+    )
+    return pooled, slot, rope_pos
