@@ -1,5 +1,10 @@
-"""Route ``gpgpu``: the split gather, then the fused finalizer. No host sync with validate=False,
-no data-dependent allocation: CUDA-graph capturable."""
+"""Route ``gpgpu``: one launch of ``_window_compress_kernel`` per call. No host sync with
+validate=False, no data-dependent allocation: CUDA-graph capturable.
+
+``CompressPlan`` does every host-side computation of a call once per argument signature (tiles,
+window pieces, grid, scalar arguments, the compiled kernel); ``ascend_kvc.api`` caches plans so
+that a repeat call only reads the current stream, finds its scratch and launches.
+"""
 
 from __future__ import annotations
 
@@ -7,44 +12,77 @@ import torch
 import triton
 
 from ascend_kvc.device import compute_units, device_kind
-from ascend_kvc.layout import HEAD_DIM, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
+from ascend_kvc.launch import KernelLauncher, stream_scratch
+from ascend_kvc.layout import HEAD_DIM, SLOTS_PER_PAGE
+from ascend_kvc.slot_bytes import SLOT_LAYOUT_CONSTEXPRS
 
-from .finalize import _fused_finalize_scatter_kernel
-from .split_gather import _block8_split_softmax_kernel
-from .tuning import tiles_for, window_splits
+from .compress import _window_compress_kernel
+from .tuning import tiles_for, window_splits, window_steps
+
+
+class CompressPlan:
+    """The launch of one argument signature (shapes, dtypes, strides, device, scalars)."""
+
+    def __init__(self, args, out: torch.Tensor | None):
+        dev = args.device
+        n, C, bs = args.num_outputs, args.compress_ratio, args.block_size
+        self.device = dev
+        self.cuda_index = dev.index if dev.type == "cuda" else None
+        self.nothing_to_do = n == 0 or args.nothing_to_read
+        if self.nothing_to_do:
+            return
+        tiles = tiles_for(device_kind(dev), C)
+        steps = window_steps(tiles, bs)
+        max_cols = (C - 1) // bs + 2  # logical blocks a window can touch
+        units = compute_units(dev.type, dev.index if dev.index is not None else 0)
+        splits = window_splits(tiles, n, max_cols, steps.blocks, units)
+        cols_per_split = triton.cdiv(triton.cdiv(max_cols, splits), steps.blocks) * steps.blocks
+        self.splits = splits
+        self.scratch_floats = n * splits * (3 * HEAD_DIM + 1)
+        self.num_outputs = n
+        st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
+        self.scalars = (
+            n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], args.kv_cache.shape[0] * SLOTS_PER_PAGE,
+            cs.shape[0], bs, cols_per_split,
+            st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1), cs.stride(0), cs.stride(1),
+            args.kv_cache.shape[1] if out is None else out.stride(0),  # out=None: a new contiguous tensor
+            args.rms_norm_eps,
+        )
+        constexprs = dict(C=C, BLOCK_D=tiles.block_d, ROWS=steps.rows, NB=steps.blocks, CHUNKED=steps.chunked,
+                          SPLITS=splits, SPLITS_P2=max(2, triton.next_power_of_2(splits)), **SLOT_LAYOUT_CONSTEXPRS)
+        grid = (n * splits * (HEAD_DIM // tiles.block_d),)
+        self.launcher = KernelLauncher(_window_compress_kernel, grid, constexprs,
+                                       dict(num_warps=tiles.warps, num_stages=tiles.stages))
+
+    def __call__(self, state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
+                 cos_sin_cache, kv_slot_mapping, kv_cache, out):
+        """Run on tensors of this plan's signature (1-D ones contiguous); returns the written cache."""
+        if out is None:
+            out = torch.zeros_like(kv_cache, memory_format=torch.contiguous_format)
+        if self.nothing_to_do:
+            return out
+        index = self.cuda_index
+        if index is None:
+            stream = 0
+        else:
+            stream = torch._C._cuda_getCurrentRawStream(index)
+        part, arrivals = stream_scratch(self.device, stream, self.scratch_floats, self.num_outputs)
+        tensors = (state_cache, boundary_token_indices, token_to_req, positions, kv_slot_mapping, block_table,
+                   rms_norm_weight, cos_sin_cache, out, part, arrivals)
+        if index is not None and torch.cuda.current_device() != index:
+            with torch.cuda.device(index):
+                self.launcher(stream, *tensors, *self.scalars)
+        else:
+            self.launcher(stream, *tensors, *self.scalars)
+        return out
+
+
+def launch_plan(args, out: torch.Tensor | None) -> CompressPlan:
+    """A reusable plan for ``args``' signature; ``out`` as given to the operator."""
+    return CompressPlan(args, out)
 
 
 def run(args, route_name: str, plan, out: torch.Tensor) -> None:
-    dev = args.device
-    n, C, bs = args.num_outputs, args.compress_ratio, args.block_size
-    tiles = tiles_for(device_kind(dev))
-    max_cols = (C - 1) // bs + 2  # logical blocks a window can touch
-    units = compute_units(dev.type, dev.index if dev.index is not None else 0)
-    splits = window_splits(tiles, n, max_cols, units)
-    nb = tiles.blocks_per_step
-    cols_per_split = triton.cdiv(triton.cdiv(max_cols, splits), nb) * nb
-
-    # One allocation: per piece max, sum and weighted sum [3, n, splits, 512], then the bad-block counts.
-    work = torch.empty(3 * n * splits * HEAD_DIM + n * splits, dtype=torch.float32, device=dev)
-    part_m, part_l, part_acc = work[: 3 * n * splits * HEAD_DIM].view(3, n, splits, HEAD_DIM).unbind(0)
-    part_bad = work[3 * n * splits * HEAD_DIM :].view(torch.int32)
-    st, bt = args.state_cache, args.block_table
-    index_args = (args.boundary_token_indices, args.token_to_req, args.positions, args.kv_slot_mapping)
-    num_slots = out.shape[0] * SLOTS_PER_PAGE
-    _block8_split_softmax_kernel[(n * splits * (HEAD_DIM // tiles.block_d),)](
-        st, *index_args, bt, part_m, part_l, part_acc, part_bad,
-        args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], num_slots,
-        args.cos_sin_cache.shape[0], bs, cols_per_split,
-        st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1),
-        C=C, BLOCK_D=tiles.block_d, BLOCK_BS=triton.next_power_of_2(bs), NB=nb, SPLITS=splits,
-        num_warps=tiles.gather_warps, num_stages=tiles.gather_stages,
-    )
-    cs = args.cos_sin_cache
-    _fused_finalize_scatter_kernel[(n,)](
-        part_m, part_l, part_acc, part_bad, *index_args, args.rms_norm_weight, cs, out,
-        args.token_to_req.shape[0], bt.shape[0], bt.shape[1], num_slots, cs.shape[0], bs,
-        cs.stride(0), cs.stride(1), out.stride(0), args.rms_norm_eps,
-        C=C, SPLITS=splits, SPLITS_P2=max(2, triton.next_power_of_2(splits)),
-        NOPE_DIM=NOPE_DIM, PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_REGION=SCALE_REGION, SCALE_BYTES=SCALE_BYTES,
-        SLOTS_PER_PAGE=SLOTS_PER_PAGE, num_warps=tiles.finalize_warps,
-    )
+    CompressPlan(args, out)(
+        args.state_cache, args.token_to_req, args.positions, args.boundary_token_indices, args.block_table,
+        args.rms_norm_weight, args.cos_sin_cache, args.kv_slot_mapping, args.kv_cache, out)

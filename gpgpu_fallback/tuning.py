@@ -1,46 +1,66 @@
-"""Tile choices per device kind, in one table (the seed's lesson: isolate per-vendor choices)."""
+"""Tile choices per device kind, in one table (per-vendor choices kept in one place)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+import triton
+
+from ascend_kvc.layout import HEAD_DIM
+
 
 @dataclass(frozen=True)
 class GpgpuTiles:
-    block_d: int  # head dims per gather program (512 / block_d programs per output and split)
-    blocks_per_step: int  # physical blocks loaded per step: one table entry each
-    gather_warps: int
-    gather_stages: int  # software-pipelining depth of the gather loop (num_stages)
-    finalize_warps: int
-    programs_per_unit: int  # aim for this many gather programs per SM before splitting windows
+    block_d: int  # head dims per program (512 / block_d programs per output and window piece)
+    rows_per_step: int  # state rows loaded per step (8 blocks of 8 rows = 64); a power of two
+    warps: int
+    stages: int  # software-pipelining depth of the window loop (num_stages)
+    programs_per_unit: int  # aim for this many programs per SM before splitting windows
     max_splits: int
 
 
 TILES: dict[str, GpgpuTiles] = {
     # H100/H200 (sm90), from bench/sweep_gpgpu.py on an H200 (bench/RESULTS.md): 256-byte row
-    # segments, 8 blocks (64 rows at block_size 8) per step. Within the sweep's run-to-run noise
-    # (~5%) BLOCK_D 64/128 with 8 blocks a step tie on the 131072-token cases.
-    "cuda:sm90": GpgpuTiles(block_d=64, blocks_per_step=8, gather_warps=4, gather_stages=3,
-                            finalize_warps=4, programs_per_unit=8, max_splits=16),
+    # segments, 64 rows (8 blocks at block_size 8) per step.
+    "cuda:sm90": GpgpuTiles(block_d=64, rows_per_step=64, warps=4, stages=3, programs_per_unit=8, max_splits=16),
     # Anything else CUDA-like (A100, consumer parts, other Triton GPU backends) and the interpreter.
-    "default": GpgpuTiles(block_d=128, blocks_per_step=4, gather_warps=4, gather_stages=3,
-                          finalize_warps=4, programs_per_unit=8, max_splits=16),
+    "default": GpgpuTiles(block_d=128, rows_per_step=32, warps=4, stages=3, programs_per_unit=8, max_splits=16),
 }
+# Per-(kind, compress_ratio) exceptions to TILES.
+TILES_BY_RATIO: dict[tuple[str, int], GpgpuTiles] = {}
 
 
-def tiles_for(kind: str) -> GpgpuTiles:
-    return TILES.get(kind, TILES["default"])
+def tiles_for(kind: str, compress_ratio: int | None = None) -> GpgpuTiles:
+    exact = TILES_BY_RATIO.get((kind, compress_ratio))
+    return exact or TILES.get(kind, TILES["default"])
 
 
-def window_splits(tiles: GpgpuTiles, num_outputs: int, max_cols: int, compute_units: int) -> int:
-    """How many pieces to cut each window into so that the gather fills every SM.
+@dataclass(frozen=True)
+class WindowSteps:
+    """How a window is walked: ``blocks`` physical blocks of ``rows`` rows per step, or, for
+    blocks taller than a step (``chunked``), one block per step in chunks of ``rows`` rows."""
 
-    A power of two (it is a compile-time constant), at most one step of blocks per piece.
+    blocks: int
+    rows: int
+    chunked: bool
+
+
+def window_steps(tiles: GpgpuTiles, block_size: int) -> WindowSteps:
+    rows = triton.next_power_of_2(block_size)
+    if rows > tiles.rows_per_step:
+        return WindowSteps(blocks=1, rows=tiles.rows_per_step, chunked=True)
+    return WindowSteps(blocks=tiles.rows_per_step // rows, rows=rows, chunked=False)
+
+
+def window_splits(tiles: GpgpuTiles, num_outputs: int, max_cols: int, blocks_per_step: int, compute_units: int) -> int:
+    """How many pieces to cut each window into so that the grid fills every SM.
+
+    A power of two (it is a compile-time constant), at least one step of blocks per piece.
     """
-    programs = num_outputs * (512 // tiles.block_d)
+    programs = num_outputs * (HEAD_DIM // tiles.block_d)
     want = math.ceil(tiles.programs_per_unit * compute_units / max(programs, 1))
-    most = min(tiles.max_splits, math.ceil(max_cols / tiles.blocks_per_step))
+    most = min(tiles.max_splits, math.ceil(max_cols / blocks_per_step))
     splits = 1
     while splits < want and splits * 2 <= most:
         splits *= 2

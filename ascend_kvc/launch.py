@@ -1,0 +1,130 @@
+"""Cheap repeat launches: a direct launcher for one Triton kernel specialisation, per-stream
+scratch, and the argument signature that a cached launch plan is keyed by.
+
+``kernel[grid](...)`` re-binds every argument, recomputes Triton's specialisation key and looks
+the compiled kernel up on every call (tens of microseconds). A ``KernelLauncher`` does that once:
+its first call goes through ``kernel[grid]`` and keeps the ``CompiledKernel`` it returns; later
+calls hand the arguments straight to that kernel's launcher, as ``JITFunction.run`` itself does
+after its look-up. The caller guarantees that later calls have the same specialisation (same
+dtypes, same integer arguments, same 16-byte alignment of every pointer): it keys its plans with
+``call_signature``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import torch
+
+
+def call_signature(tensors: tuple, scalars: tuple) -> tuple:
+    """Everything about the arguments that a checked, specialised launch plan depends on.
+
+    Per tensor: its Python type, dtype, shape, strides, device and whether its address is
+    16-byte aligned (Triton specialises pointers on that); per scalar: its type and value.
+    Raises ``AttributeError``/``TypeError`` on a non-tensor; the caller then takes the slow path.
+    """
+    key = []
+    for t in tensors:
+        if t is None:
+            key.append(None)
+        else:
+            key += (type(t), t.dtype, t.shape, t.stride(), t.device, t.data_ptr() & 15)
+    for s in scalars:
+        key += (type(s), s)
+    return tuple(key)
+
+
+@functools.lru_cache(maxsize=None)
+def _direct_launch_supported() -> bool:
+    """Does this Triton launch a compiled kernel as ``kernel.run(grid..., stream, function,
+    packed_metadata, launch_metadata, enter_hook, exit_hook, *all_args)``? Read from its source."""
+    try:
+        from triton import knobs  # noqa: F401  (Triton >= 3.4)
+        from triton.runtime.jit import JITFunction
+
+        src = inspect.getsource(JITFunction.run)
+    except (ImportError, OSError, TypeError, AttributeError):
+        return False
+    return ("kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata, launch_metadata"
+            in " ".join(src.split()) and "*bound_args.values()" in src)
+
+
+def _hook_idle(hook) -> bool:
+    return hook is None or not getattr(hook, "calls", True)  # Triton 3.8: an empty HookChain
+
+
+class KernelLauncher:
+    """Launch one specialisation of a ``@triton.jit`` kernel on a fixed grid.
+
+    ``constexprs`` are the kernel's ``tl.constexpr`` arguments by name (they must follow every
+    runtime argument in its signature); ``options`` are launch options (``num_warps``, ...).
+    """
+
+    def __init__(self, kernel, grid: tuple[int, ...], constexprs: dict, options: dict):
+        self.kernel = kernel
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.constexprs = constexprs
+        self.options = options
+        params = getattr(kernel, "params", None)
+        self._tail = None  # constexpr values in signature order, for the direct path
+        if params is not None and _direct_launch_supported():
+            names = [p.name for p in params if p.is_constexpr]
+            runtime = [p for p in params if not p.is_constexpr]
+            if set(names) == set(constexprs) and all(p is params[k] for k, p in enumerate(runtime)):
+                self._tail = tuple(constexprs[n] for n in names)
+        self._compiled = None
+
+    @property
+    def direct(self) -> bool:
+        """Whether the next call skips ``kernel[grid]``."""
+        return self._compiled is not None
+
+    def __call__(self, stream: int, *args) -> None:
+        """Launch with the runtime arguments ``args`` on the raw CUDA stream ``stream``
+        (Triton's own current stream is used on the first call and on non-direct paths)."""
+        compiled = self._compiled
+        if compiled is not None:
+            from triton import knobs
+
+            enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+            if _hook_idle(enter) and _hook_idle(leave):
+                compiled.run(*self.grid, stream, compiled.function, compiled.packed_metadata, None, None, None,
+                             *args, *self._tail)
+                return
+            full = (*args, *self._tail)
+            meta = compiled.launch_metadata(self.grid, stream, *full)
+            compiled.run(*self.grid, stream, compiled.function, compiled.packed_metadata, meta, enter, leave, *full)
+            return
+        result = self.kernel[self.grid](*args, **self.constexprs, **self.options)
+        if self._tail is not None and all(hasattr(result, a) for a in ("run", "function", "packed_metadata")):
+            self._compiled = result
+
+
+# Scratch per (device, stream): kernels queued on one stream run one after another, so they can
+# share it; kernels on two streams may overlap, so they never do.
+_SCRATCH: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def stream_scratch(device: torch.device, stream: int, floats: int, counters: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(float32 scratch >= floats, int32 counters >= counters)`` for kernels on ``stream``.
+
+    The counters are zero when handed out, and a kernel that uses them must leave them zero.
+    While a CUDA graph is being captured the scratch is fresh for the call (it then belongs to the
+    graph, whose replays may run on any stream) and the counters' zeroing is part of the graph.
+    """
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return (torch.empty(floats, dtype=torch.float32, device=device),
+                torch.zeros(counters, dtype=torch.int32, device=device))
+    key = (device, stream)
+    have = _SCRATCH.get(key)
+    if have is not None and have[0].numel() >= floats and have[1].numel() >= counters:
+        return have
+    old_floats, old_counters = have if have is not None else (None, None)
+    fresh_floats = old_floats if old_floats is not None and old_floats.numel() >= floats else (
+        torch.empty(floats, dtype=torch.float32, device=device))
+    fresh_counters = old_counters if old_counters is not None and old_counters.numel() >= counters else (
+        torch.zeros(counters, dtype=torch.int32, device=device))
+    _SCRATCH[key] = (fresh_floats, fresh_counters)
+    return fresh_floats, fresh_counters

@@ -1,0 +1,72 @@
+"""The whole operator in one kernel: gather a window piece, then the last program of an output
+merges the pieces and writes the slot.
+
+Program ``(output, window piece, head-dim tile)`` leaves its piece's softmax state in scratch and
+counts itself in the output's arrival counter (an ``acq_rel`` atomic, after a barrier so that
+every thread's stores precede it). The program that arrives last owns the output: it resets the
+counter to zero for the next launch, merges the ``SPLITS x 512 / BLOCK_D`` states and stores the
+584 bytes. One launch, no host sync, no allocation that depends on values.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ascend_kvc.triton_helpers import resolve_output
+
+from .finalize import merge_and_store
+from .split_gather import gather_piece
+
+
+@triton.jit
+def _window_compress_kernel(
+    state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
+    boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
+    block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
+    weight_ptr,  # in, [512], bfloat16/float32
+    cos_sin_ptr,  # in, [max_pos, 64], float32
+    kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
+    part_ptr,  # scratch, [num_outputs, 3, SPLITS, 512] float32 states, then [num_outputs, SPLITS] bad-block counts
+    arrivals_ptr,  # scratch, [>= num_outputs], int32: zero before and after the launch
+    num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+    cols_per_split,
+    state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
+    C: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, NB: tl.constexpr, CHUNKED: tl.constexpr,
+    SPLITS: tl.constexpr, SPLITS_P2: tl.constexpr,
+    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
+    SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
+):
+    D_TILES: tl.constexpr = 512 // BLOCK_D
+    pid = tl.program_id(0)
+    d_tile = pid % D_TILES
+    piece = (pid // D_TILES) % SPLITS
+    i = pid // (D_TILES * SPLITS)
+    dims = d_tile * BLOCK_D + tl.arange(0, BLOCK_D)
+
+    ok, req, pos, slot = resolve_output(
+        i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+        num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+    col_start = (pos - C + 1) // block_size + piece * cols_per_split
+    col_end = tl.minimum(col_start + cols_per_split, pos // block_size + 1)
+    m, l, acc, n_bad = gather_piece(
+        state_ptr, block_table_ptr + req * bt_s0, ok, pos, col_start, col_end, dims,
+        num_blocks, block_size, state_s0, state_s1, state_s2, bt_s1,
+        C, BLOCK_D, ROWS, NB, CHUNKED)
+
+    base = tl.cast(i, tl.int64) * (3 * SPLITS * 512) + piece * 512 + dims
+    tl.store(part_ptr + base, m)
+    tl.store(part_ptr + base + SPLITS * 512, l)
+    tl.store(part_ptr + base + 2 * SPLITS * 512, acc)
+    bad_ptr = part_ptr + tl.cast(num_outputs, tl.int64) * (3 * SPLITS * 512) + tl.cast(i, tl.int64) * SPLITS
+    if d_tile == 0:
+        tl.store(bad_ptr + piece, n_bad.to(tl.float32))
+    tl.debug_barrier()  # every thread's stores come before the release below
+    arrived = tl.atomic_add(arrivals_ptr + i, 1, sem="acq_rel", scope="gpu")
+    if arrived == SPLITS * D_TILES - 1:
+        tl.store(arrivals_ptr + i, 0)  # every program of this output has counted: ready for the next launch
+        sp = tl.arange(0, SPLITS_P2)
+        bad = tl.sum(tl.load(bad_ptr + sp, mask=sp < SPLITS, other=0.0, cache_modifier=".cg"), axis=0)
+        if ok & (bad == 0):
+            merge_and_store(part_ptr, i, pos, slot, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, kv_s0,
+                            C, SPLITS, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)

@@ -1,0 +1,103 @@
+"""The launch-plan cache behind ``validate=False``: a hit must mean what a full call would do.
+
+A plan is keyed by every tensor's type, dtype, shape, strides, device and 16-byte alignment and
+by the scalars; these tests change one of those at a time after a plan exists and check that the
+call still gives the oracle's bytes (a new plan) or the very error a cold call gives.
+"""
+
+import pytest
+import torch
+
+from ascend_kvc import api, c128_256_512_compress
+
+from cases import general_case, run_and_check
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+NAMES = ["state_cache", "token_to_req", "positions", "boundary_token_indices", "block_table",
+         "rms_norm_weight", "cos_sin_cache", "kv_slot_mapping", "kv_cache", "block_size", "compress_ratio",
+         "rms_norm_eps"]
+
+
+@pytest.fixture
+def w():
+    return general_case(128, 8, seed=211, num_reqs=2, outputs_per_req=2, device=DEVICE)
+
+
+def test_repeat_call_reuses_one_plan(w):
+    api._PLANS.clear()
+    run_and_check(w, "gpgpu", validate=False)
+    assert len(api._PLANS) == 1
+    plan = next(iter(api._PLANS.values()))
+    run_and_check(w, "gpgpu", validate=False)
+    run_and_check(w, "gpgpu", validate=True)  # the checks run, then the same plan
+    assert list(api._PLANS.values()) == [plan]
+
+
+def test_misaligned_state_gets_its_own_plan(w):
+    """Triton specialises pointers on 16-byte alignment: a state_cache 4 bytes off must not reuse
+    a kernel compiled for an aligned one (on a GPU its vector loads would fault or misread)."""
+    api._PLANS.clear()
+    run_and_check(w, "gpgpu", validate=False)
+    flat = torch.empty(w.state_cache.numel() + 1, dtype=w.state_cache.dtype, device=DEVICE)
+    flat[1:] = w.state_cache.reshape(-1)
+    w.state_cache = flat[1:].view(w.state_cache.shape)
+    assert w.state_cache.data_ptr() % 16 != 0
+    run_and_check(w, "gpgpu", validate=False)
+    assert len(api._PLANS) == 2
+
+
+def test_same_signature_new_values(w):
+    """Same shapes, other values (a resized request, other slots, new eps): the plan's scalars
+    come from the signature only, the values are read on the device."""
+    api._PLANS.clear()
+    run_and_check(w, "gpgpu", validate=False)
+    w.block_table = w.block_table.flip(0).contiguous()
+    w.kv_slot_mapping = w.kv_slot_mapping.roll(1)
+    run_and_check(w, "gpgpu", validate=False)
+    w.rms_norm_eps = 0.5
+    run_and_check(w, "gpgpu", validate=False)
+    assert len(api._PLANS) == 2  # eps is part of the signature
+
+
+def test_strided_index_tensors_are_not_cached(w):
+    """check_metadata copies a strided 1-D tensor; the plan must not run on the strided one later."""
+    api._PLANS.clear()
+    buf = torch.empty(2 * w.positions.numel(), dtype=w.positions.dtype, device=DEVICE)
+    buf[::2] = w.positions
+    w.positions = buf[::2]
+    for _ in range(2):
+        run_and_check(w, "gpgpu", validate=False)
+    assert len(api._PLANS) == 0
+
+
+@pytest.mark.parametrize("change,exc,match", [
+    (dict(state_cache=lambda w: w.state_cache.double()), TypeError, "state_cache must have dtype"),
+    (dict(block_size=lambda w: 8.0), TypeError, "block_size must be an int"),
+    (dict(block_size=lambda w: True), TypeError, "block_size must be an int"),
+    (dict(compress_ratio=lambda w: 64), ValueError, "compress_ratio must be one of"),
+    (dict(rms_norm_eps=lambda w: float("nan")), ValueError, "rms_norm_eps must be a finite float"),
+    (dict(rms_norm_eps=lambda w: -1.0), ValueError, "rms_norm_eps must be a finite float"),
+    (dict(positions=lambda w: w.positions[:-1]), ValueError, "positions must have num_tokens"),
+    (dict(kv_cache=lambda w: w.kv_cache[:, :37000]), ValueError, "kv_cache must have size 37376"),
+    (dict(rms_norm_weight=lambda w: w.rms_norm_weight.to("meta")), ValueError, "rms_norm_weight is on meta"),
+    (dict(route=lambda w: "gpgpu:fast"), ValueError, "route must be one of"),
+    (dict(route=lambda w: ["gpgpu"]), TypeError, "route must be a str"),
+])
+def test_bad_input_after_a_plan_raises_as_before(w, change, exc, match):
+    api._PLANS.clear()
+    run_and_check(w, "gpgpu", validate=False)
+    kwargs = dict(zip(NAMES, w.args()), route="gpgpu")
+    for name, make in change.items():
+        kwargs[name] = make(w)
+    out = w.kv_cache.clone()
+    with pytest.raises(exc, match=match):
+        c128_256_512_compress(**kwargs, out=out, validate=False)
+    assert torch.equal(out, w.kv_cache)
+
+
+def test_out_none_and_out_given_are_two_plans(w):
+    api._PLANS.clear()
+    run_and_check(w, "gpgpu", validate=False, inplace=False)
+    run_and_check(w, "gpgpu", validate=False, inplace=True)
+    run_and_check(w, "gpgpu", validate=False, inplace=False)
+    assert len(api._PLANS) == 2
