@@ -16,6 +16,11 @@ _PLANS: dict[tuple, object] = {}
 _MAX_PLANS = 512
 
 
+def clear_launch_plans() -> None:
+    """Forget every cached launch plan (after changing a route's tuning table, say)."""
+    _PLANS.clear()
+
+
 def _signature(route, tensors, scalars) -> tuple:
     """``(key, plan or None)``; ``(None, None)`` when the arguments cannot form a key."""
     try:

@@ -55,6 +55,13 @@ def _hook_idle(hook) -> bool:
     return hook is None or not getattr(hook, "calls", True)  # Triton 3.8: an empty HookChain
 
 
+@functools.lru_cache(maxsize=None)
+def _runtime_knobs():
+    from triton import knobs
+
+    return knobs.runtime
+
+
 class KernelLauncher:
     """Launch one specialisation of a ``@triton.jit`` kernel on a fixed grid.
 
@@ -86,9 +93,8 @@ class KernelLauncher:
         (Triton's own current stream is used on the first call and on non-direct paths)."""
         compiled = self._compiled
         if compiled is not None:
-            from triton import knobs
-
-            enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+            knobs = _runtime_knobs()
+            enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
             if _hook_idle(enter) and _hook_idle(leave):
                 compiled.run(*self.grid, stream, compiled.function, compiled.packed_metadata, None, None, None,
                              *args, *self._tail)
@@ -114,7 +120,7 @@ def stream_scratch(device: torch.device, stream: int, floats: int, counters: int
     While a CUDA graph is being captured the scratch is fresh for the call (it then belongs to the
     graph, whose replays may run on any stream) and the counters' zeroing is part of the graph.
     """
-    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+    if device.type == "cuda" and torch._C._cuda_isCurrentStreamCapturing():
         return (torch.empty(floats, dtype=torch.float32, device=device),
                 torch.zeros(counters, dtype=torch.int32, device=device))
     key = (device, stream)

@@ -1,45 +1,66 @@
-"""Where the host time of one call goes: ``python -m bench.host_overhead [R T C route]``.
+"""Host time of one eager call: ``python -m bench.host_overhead [--cases R,T,C ...] [--route gpgpu]``.
 
-Queues many calls without waiting for the GPU and profiles them with cProfile; prints the host
-microseconds per call and the functions that take them.
+Times each of many calls (queued without waiting for the GPU, ``validate=False``, in place) and
+prints the median and p90 host microseconds per case; ``--profile`` adds cProfile's top functions.
 """
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import pstats
-import sys
+import statistics
 import time
 
 import torch
 
 from ascend_kvc import c128_256_512_compress
-from ascend_kvc.workloads import make_workload
+from ascend_kvc.workloads import OFFICIAL_CASES, make_workload
+
+
+def host_us(call, n: int = 300) -> list[float]:
+    for _ in range(5):
+        call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return times
 
 
 def main() -> int:
-    r, t, c = (int(x) for x in (sys.argv[1:4] or (1, 8192, 128)))
-    route = sys.argv[4] if len(sys.argv) > 4 else "gpgpu"
-    w = make_workload(r, t, c, shuffle=True, nonzero_cache=True, device="cuda")
-    out = w.kv_cache.clone()
-    args = w.args()
-    for _ in range(5):
-        c128_256_512_compress(*args, out=out, route=route, validate=False)
-    torch.cuda.synchronize()
-    n = 300
-    t0 = time.perf_counter()
-    for _ in range(n):
-        c128_256_512_compress(*args, out=out, route=route, validate=False)
-    host_us = (time.perf_counter() - t0) / n * 1e6
-    torch.cuda.synchronize()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(n):
-        c128_256_512_compress(*args, out=out, route=route, validate=False)
-    prof.disable()
-    torch.cuda.synchronize()
-    print(f"{w.name} {route}: {host_us:.1f} us of host time per call")
-    pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+    p = argparse.ArgumentParser()
+    p.add_argument("--cases", nargs="+", metavar="R,T,C", help="default: every official case")
+    p.add_argument("--route", default="gpgpu")
+    p.add_argument("--out-none", action="store_true", help="out=None (a new zeroed cache per call)")
+    p.add_argument("--profile", action="store_true")
+    a = p.parse_args()
+    cases = [tuple(int(x) for x in c.split(",")) for c in a.cases] if a.cases else OFFICIAL_CASES
+    for case in cases:
+        w = make_workload(*case, shuffle=True, nonzero_cache=True, device="cuda")
+        out = None if a.out_none else w.kv_cache.clone()
+        args = w.args()
+
+        def call():
+            c128_256_512_compress(*args, out=out, route=a.route, validate=False)
+
+        times = host_us(call)
+        q = statistics.quantiles(times, n=10)
+        print(f"{w.name} {a.route}{' out=None' if a.out_none else ''}: host us per call median "
+              f"{statistics.median(times):.1f}, p10 {q[0]:.1f}, p90 {q[-1]:.1f}", flush=True)
+        if a.profile:
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(300):
+                call()
+            prof.disable()
+            torch.cuda.synchronize()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+        del w, out, args
+        torch.cuda.empty_cache()
     return 0
 
 

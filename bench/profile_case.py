@@ -1,6 +1,6 @@
 """Run one case of one route a few times, for a profiler: ``python -m bench.profile_case R T C route``.
 
-    ncu --clock-control none -k regex:_block8 -c 1 python -m bench.profile_case 8 131072 512 gpgpu
+    ncu --clock-control none -k regex:_window_compress -c 1 python -m bench.profile_case 8 131072 512 gpgpu
 """
 
 from __future__ import annotations

@@ -1,23 +1,22 @@
 """Tile sweep for the gpgpu route on the current GPU: ``python -m bench.sweep_gpgpu``.
 
-For each official case (shuffled block table, in-place) it checks every tile set against the
-oracle, times it (median, do_bench), and prints the floor (bytes that must move / measured read
-bandwidth), the best tile set per case and one tile set's worst ratio to the floor. It also times
-the chosen tiles eagerly and as a CUDA-graph replay, which shows the launch overhead of the
-small cases. Results feed ``gpgpu_fallback/tuning.py`` by hand.
+For each official case (shuffled block table, in place) it checks every tile set against the
+oracle, then times it as a CUDA-graph replay (the GPU time, without host overhead) and eagerly
+(``do_bench`` medians, L2 flushed between calls), next to the floor (bytes that must move over the
+measured read bandwidth). It ends with the tile sets ranked by their worst graph/floor ratio, per
+compress ratio and overall. Results feed ``gpgpu_fallback/tuning.py`` by hand.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
-import time
 
 import torch
 import triton.testing
 
 from ascend_kvc import c128_256_512_compress
+from ascend_kvc.api import clear_launch_plans
 from ascend_kvc.device import device_kind
 from ascend_kvc.oracle import check_cache, compute_truth
 from ascend_kvc.workloads import OFFICIAL_CASES, make_workload
@@ -29,27 +28,28 @@ def _time(fn):
     return triton.testing.do_bench(fn, warmup=25, rep=100, quantiles=[0.5, 0.2, 0.8])[0]
 
 
+def _graph_ms(call):
+    call()  # compile and plan outside the capture
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        call()
+    return _time(g.replay)
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--json")
-    p.add_argument("--quick", action="store_true", help="fewer tile sets")
     p.add_argument("--big", action="store_true", help="only the 131072-token cases")
-    p.add_argument("--tiles", nargs="+", metavar="D,NB,WARPS,PPU,STAGES",
-                   help="explicit tile sets instead of the built-in grid")
+    p.add_argument("--tiles", nargs="+", metavar="D,ROWS,WARPS,STAGES[,PPU[,MAX_SPLITS]]",
+                   help="tile sets (block_d, rows per step, warps, stages, programs per SM, most window pieces); default: the table's")
     a = p.parse_args()
     info = machine_info("cuda")
     info.update(measure_bandwidth("cuda", lambda fn: {"ms": _time(fn)}))
     print(machine_line(info))
-    print(f"read {info['read_gbs']:.0f} GB/s, copy {info['copy_gbs']:.0f} GB/s")
+    print(f"read {info['read_gbs']:.0f} GB/s, copy {info['copy_gbs']:.0f} GB/s", flush=True)
     kind = device_kind(torch.device("cuda"))
-    default = tuning.tiles_for(kind)
-    # (block_d, blocks_per_step, warps, programs_per_unit, stages)
-    # 8 warps per program measured 2-4x slower on an H200; num_stages 1 vs 3 within noise.
-    grid = list(itertools.product([64, 128, 256], [2, 4, 8], [4], [8], [3]))
-    if a.quick:
-        grid = list(itertools.product([64, 128], [4, 8], [4], [8], [3]))
-    if a.tiles:
-        grid = [tuple(int(x) for x in t.split(",")) for t in a.tiles]
+    saved = dict(tuning.TILES), dict(tuning.TILES_BY_RATIO)
+    sets = [tuple(int(x) for x in t.split(",")) for t in a.tiles] if a.tiles else [None]
     results = []
     cases = [c for c in OFFICIAL_CASES if c[1] == 131072] if a.big else OFFICIAL_CASES
     for case in cases:
@@ -58,54 +58,45 @@ def main() -> int:
         truth = compute_truth(checked)
         floor_ms = w.bytes_to_move() / info["read_gbs"] / 1e6
         out = w.kv_cache.clone()
-        per_case = []
-        for bd, nb, warps, ppu, stages in grid:
-            tuning.TILES[kind] = tuning.GpgpuTiles(block_d=bd, blocks_per_step=nb, gather_warps=warps,
-                                                   gather_stages=stages, finalize_warps=4,
-                                                   programs_per_unit=ppu, max_splits=16)
+
+        def call():
+            c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False)
+
+        for ts in sets:
+            if ts is not None:
+                bd, rows, warps, stages, *rest = ts
+                ppu, max_splits = (list(rest) + [8, 16][len(rest):])[:2]
+                tuning.TILES_BY_RATIO[(kind, w.compress_ratio)] = tuning.GpgpuTiles(
+                    block_d=bd, rows_per_step=rows, warps=warps, stages=stages,
+                    programs_per_unit=ppu, max_splits=max_splits)
+            clear_launch_plans()
+            used = tuning.tiles_for(kind, w.compress_ratio)
+            label = [used.block_d, used.rows_per_step, used.warps, used.stages, used.programs_per_unit, used.max_splits]
             out.copy_(w.kv_cache)
-            c128_256_512_compress(*w.args(), out=out, route="gpgpu")
+            call()
             report = check_cache(checked, out, w.kv_cache, truth)
-            ok = report.ok
-            if not ok:
-                print(f"  {w.name} tiles {[bd, nb, warps, ppu, stages]}: {report} {report.notes[:2]}", flush=True)
-            ms = _time(lambda: c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False)) if ok else None
-            per_case.append({"case": w.name, "tiles": [bd, nb, warps, ppu, stages], "ok": ok, "ms": ms,
-                             "floor_ms": floor_ms})
-        tuning.TILES[kind] = default
-        passing = [r for r in per_case if r["ok"]]
-        best = min(passing, key=lambda r: r["ms"]) if passing else {"tiles": None, "ms": float("nan")}
-        # eager vs CUDA graph with the default tiles
-        c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False)
-        eager = _time(lambda: c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False))
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False)
-        graph = _time(g.replay)
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(200):  # host throughput: the GPU work is queued, never waited for
-            c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False)
-        host_us = (time.perf_counter() - t) / 200 * 1e6
-        torch.cuda.synchronize()
-        bad = [r["tiles"] for r in per_case if not r["ok"]]
-        print(f"{w.name}: floor {floor_ms:.4f} ms | best {best['tiles']} {best['ms']:.4f} ms "
-              f"({best['ms'] / floor_ms:.2f}x floor) | default eager {eager:.4f} ms ({eager / floor_ms:.2f}x), "
-              f"graph {graph:.4f} ms ({graph / floor_ms:.2f}x), host {host_us:.0f} us/call" + (f" | FAILED {bad}" if bad else ""), flush=True)
-        results += per_case
-        results.append({"case": w.name, "default_eager_ms": eager, "default_graph_ms": graph, "floor_ms": floor_ms,
-                        "host_us_per_call": host_us})
+            row = {"case": w.name, "tiles": label, "ok": report.ok, "floor_ms": floor_ms}
+            if report.ok:
+                row["graph_ms"] = _graph_ms(call)
+                row["eager_ms"] = _time(call)
+                print(f"{w.name} tiles {label}: graph {row['graph_ms'] * 1e3:.1f} us "
+                      f"({row['graph_ms'] / floor_ms:.2f}x floor {floor_ms * 1e3:.1f} us), "
+                      f"eager {row['eager_ms'] * 1e3:.1f} us ({row['eager_ms'] / row['graph_ms']:.2f}x graph)", flush=True)
+            else:
+                print(f"{w.name} tiles {label}: FAILED {report}", flush=True)
+            results.append(row)
+        tuning.TILES.clear(), tuning.TILES.update(saved[0])
+        tuning.TILES_BY_RATIO.clear(), tuning.TILES_BY_RATIO.update(saved[1])
+        clear_launch_plans()
         del w, checked, truth, out
         torch.cuda.empty_cache()
-    # One tile set for all cases: the one whose worst ratio to the floor is smallest.
-    sets = {}
+    by_set: dict = {}
     for r in results:
-        if "tiles" in r:
-            sets.setdefault(tuple(r["tiles"]), []).append(r["ms"] / r["floor_ms"] if r["ok"] else float("inf"))
-    ranked = sorted(sets.items(), key=lambda kv: (max(kv[1]), sum(kv[1])))
-    for tiles, ratios in ranked[:5]:
-        print(f"tiles {list(tiles)}: worst {max(ratios):.2f}x floor, per case "
-              + " ".join(f"{r:.2f}" for r in ratios))
+        ratio = r["graph_ms"] / r["floor_ms"] if r["ok"] else float("inf")
+        by_set.setdefault((r["case"].rsplit("-C", 1)[1], tuple(r["tiles"])), []).append(ratio)
+    for (c, tiles), ratios in sorted(by_set.items(), key=lambda kv: (kv[0][0], max(kv[1]))):
+        print(f"C={c} tiles {list(tiles)}: worst graph/floor {max(ratios):.2f}x, per case "
+              + " ".join(f"{x:.2f}" for x in ratios))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"machine": info, "results": results}, f, indent=1)

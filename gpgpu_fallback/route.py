@@ -63,18 +63,22 @@ class CompressPlan:
             return out
         index = self.cuda_index
         if index is None:
-            stream = 0
-        else:
-            stream = torch._C._cuda_getCurrentRawStream(index)
-        part, arrivals = stream_scratch(self.device, stream, self.scratch_floats, self.num_outputs)
-        tensors = (state_cache, boundary_token_indices, token_to_req, positions, kv_slot_mapping, block_table,
-                   rms_norm_weight, cos_sin_cache, out, part, arrivals)
-        if index is not None and torch.cuda.current_device() != index:
+            self._launch(0, state_cache, boundary_token_indices, token_to_req, positions, kv_slot_mapping,
+                         block_table, rms_norm_weight, cos_sin_cache, out)
+        elif torch._C._cuda_getDevice() != index:
             with torch.cuda.device(index):
-                self.launcher(stream, *tensors, *self.scalars)
+                self._launch(torch._C._cuda_getCurrentRawStream(index), state_cache, boundary_token_indices,
+                             token_to_req, positions, kv_slot_mapping, block_table, rms_norm_weight, cos_sin_cache,
+                             out)
         else:
-            self.launcher(stream, *tensors, *self.scalars)
+            self._launch(torch._C._cuda_getCurrentRawStream(index), state_cache, boundary_token_indices,
+                         token_to_req, positions, kv_slot_mapping, block_table, rms_norm_weight, cos_sin_cache, out)
         return out
+
+
+    def _launch(self, stream, *tensors):
+        part, arrivals = stream_scratch(self.device, stream, self.scratch_floats, self.num_outputs)
+        self.launcher(stream, *tensors, part, arrivals, *self.scalars)
 
 
 def launch_plan(args, out: torch.Tensor | None) -> CompressPlan:

@@ -28,7 +28,14 @@ TILES: dict[str, GpgpuTiles] = {
     "default": GpgpuTiles(block_d=128, rows_per_step=32, warps=4, stages=3, programs_per_unit=8, max_splits=16),
 }
 # Per-(kind, compress_ratio) exceptions to TILES.
-TILES_BY_RATIO: dict[tuple[str, int], GpgpuTiles] = {}
+# sm90: bench/sweep_gpgpu.py on an H200 (graph replay, all official cases): two warps a program
+# and 32 rows a step beat 4 warps and 64 rows on the 131072-token cases, with 128 head dims a
+# program for C = 128 and 256 and 64 for C = 512 (bench/RESULTS.md).
+TILES_BY_RATIO: dict[tuple[str, int], GpgpuTiles] = {
+    ("cuda:sm90", 128): GpgpuTiles(block_d=128, rows_per_step=32, warps=2, stages=3, programs_per_unit=8, max_splits=16),
+    ("cuda:sm90", 256): GpgpuTiles(block_d=128, rows_per_step=32, warps=2, stages=3, programs_per_unit=8, max_splits=16),
+    ("cuda:sm90", 512): GpgpuTiles(block_d=64, rows_per_step=32, warps=2, stages=3, programs_per_unit=8, max_splits=8),
+}
 
 
 def tiles_for(kind: str, compress_ratio: int | None = None) -> GpgpuTiles:

@@ -83,8 +83,9 @@ def test_cuda_runs_on_the_current_stream():
 
 @pytest.mark.cuda
 def test_cuda_two_streams_at_once():
-    """Calls queued on two streams overlap on the GPU; each stream has its own scratch."""
-    ws = [make_workload(4, 32768, C, shuffle=True, nonzero_cache=True, seed=C, device="cuda") for C in (128, 256)]
+    """Calls queued on two streams run at once (both held behind a sleep, then drained together,
+    small grids); each stream has its own scratch and arrival counters."""
+    ws = [general_case(C, 8, seed=C, num_reqs=3, outputs_per_req=3, device="cuda") for C in (128, 256)]
     outs = [w.kv_cache.clone() for w in ws]
     for w, out in zip(ws, outs):
         c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False)
@@ -92,7 +93,9 @@ def test_cuda_two_streams_at_once():
     streams = [torch.cuda.Stream() for _ in ws]
     for s in streams:
         s.wait_stream(torch.cuda.current_stream())
-    for _ in range(20):
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(50_000_000)
+    for _ in range(100):
         for s, w, out in zip(streams, ws, outs):
             with torch.cuda.stream(s):
                 c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False)
@@ -100,6 +103,8 @@ def test_cuda_two_streams_at_once():
     for w, out in zip(ws, outs):
         report = check_cache(w.checked_args(), out, w.kv_cache)
         assert report.ok, str(report)
+    scratch = {key: bufs for key, bufs in launch._SCRATCH.items() if key[1] in {s.cuda_stream for s in streams}}
+    assert len(scratch) == 2, "the two streams share their scratch"
 
 
 @pytest.mark.cuda
