@@ -96,15 +96,15 @@ class KernelLauncher:
             knobs = _runtime_knobs()
             enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
             if _hook_idle(enter) and _hook_idle(leave):
-                compiled.run(*self.grid, stream, compiled.function, compiled.packed_metadata, None, None, None,
-                             *args, *self._tail)
+                self._run(*self.grid, stream, self._function, self._packed, None, None, None, *args, *self._tail)
                 return
             full = (*args, *self._tail)
             meta = compiled.launch_metadata(self.grid, stream, *full)
-            compiled.run(*self.grid, stream, compiled.function, compiled.packed_metadata, meta, enter, leave, *full)
+            self._run(*self.grid, stream, self._function, self._packed, meta, enter, leave, *full)
             return
         result = self.kernel[self.grid](*args, **self.constexprs, **self.options)
         if self._tail is not None and all(hasattr(result, a) for a in ("run", "function", "packed_metadata")):
+            self._run, self._function, self._packed = result.run, result.function, result.packed_metadata
             self._compiled = result
 
 

@@ -63,22 +63,17 @@ class CompressPlan:
             return out
         index = self.cuda_index
         if index is None:
-            self._launch(0, state_cache, boundary_token_indices, token_to_req, positions, kv_slot_mapping,
-                         block_table, rms_norm_weight, cos_sin_cache, out)
+            stream = 0
         elif torch._C._cuda_getDevice() != index:
             with torch.cuda.device(index):
-                self._launch(torch._C._cuda_getCurrentRawStream(index), state_cache, boundary_token_indices,
-                             token_to_req, positions, kv_slot_mapping, block_table, rms_norm_weight, cos_sin_cache,
-                             out)
+                return self(state_cache, token_to_req, positions, boundary_token_indices, block_table,
+                            rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, out)
         else:
-            self._launch(torch._C._cuda_getCurrentRawStream(index), state_cache, boundary_token_indices,
-                         token_to_req, positions, kv_slot_mapping, block_table, rms_norm_weight, cos_sin_cache, out)
-        return out
-
-
-    def _launch(self, stream, *tensors):
+            stream = torch._C._cuda_getCurrentRawStream(index)
         part, arrivals = stream_scratch(self.device, stream, self.scratch_floats, self.num_outputs)
-        self.launcher(stream, *tensors, part, arrivals, *self.scalars)
+        self.launcher(stream, state_cache, boundary_token_indices, token_to_req, positions, kv_slot_mapping,
+                      block_table, rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars)
+        return out
 
 
 def launch_plan(args, out: torch.Tensor | None) -> CompressPlan:
