@@ -112,7 +112,10 @@ def build_ladder(rows: list[dict], info: dict):
     sizes = _sizes(ladder_rows)
     colors = plt.get_cmap("viridis")([0.05 + 0.85 * i / max(len(sizes) - 1, 1) for i in range(len(sizes))])
     layouts = [lo for lo in LAYOUT_STYLE if any(r["layout"] == lo for r in ladder_rows)]
-    fig, axes = _panels(plt, len(ratios), 5.4)
+    # One row per C with the rungs along a shared x: the rung names fit horizontally.
+    fig, axes = plt.subplots(len(ratios), 1, figsize=(MAX_WIDTH_IN, min(9.0, 1.7 + 2.4 * len(ratios))), dpi=DPI,
+                             squeeze=False, sharex=True)
+    axes = [row[0] for row in axes]
     any_fail = False
     for ax, c in zip(axes, ratios):
         for size, color in zip(sizes, colors):
@@ -132,15 +135,17 @@ def build_ladder(rows: list[dict], info: dict):
                             transform=ax.get_xaxis_transform(), clip_on=False)
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_yscale("log")
-        ax.set_title(f"C = {c}")
-        ax.set_xticks(range(len(stages)))
-        ax.set_xticklabels(stages, rotation=35, ha="right")
-        ax.grid(True, which="major", axis="y", alpha=0.3)
-        ax.set_xlim(-0.4, len(stages) - 0.6)
-    axes[0].set_ylabel("time / read floor  (1 = floor, log)")
+        _plain_log(ax.yaxis, "x")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.set_ylabel(f"C = {c}\nx floor (log)")
+    axes[-1].set_xticks(range(len(stages)))
+    axes[-1].set_xticklabels(stages)
+    axes[-1].set_xlim(-0.4, len(stages) - 0.6)
+    axes[-1].set_xlabel("Ascend rung, bottom first (each builds on the one to its left)")
     _ladder_legend(fig, plt, sizes, colors, layouts, any_fail)
-    fig.suptitle(f"Ascend ladder, bottom rung first: where does it stop paying?\n{_device_title(info)}")
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.suptitle(f"Ascend ladder: time over the read floor (1 = floor) per rung. Where does it stop paying?\n"
+                 f"{_device_title(info)}")
+    fig.tight_layout(rect=(0, 0, 0.84, 1))
     return fig
 
 
@@ -152,8 +157,8 @@ def _ladder_legend(fig, plt, sizes, colors, layouts, any_fail: bool) -> None:
     if any_fail:
         handles.append(Line2D([], [], marker="X", linestyle="", markersize=11, markerfacecolor="white",
                               markeredgecolor=FAIL_COLOR, markeredgewidth=1.5,
-                              label="failed the oracle, not timed (fill: size)"))
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 7), frameon=False)
+                              label="failed the oracle,\nnot timed (fill: size)"))
+    fig.legend(handles=handles, loc="center right", frameon=False)
 
 
 _MARKERS = "osD^v<>phP*XH8d"
@@ -204,11 +209,12 @@ def build_floor(rows: list[dict], info: dict):
                             transform=ax.get_xaxis_transform(), clip_on=False)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _plain_log(ax.yaxis)
         ax.set_xlim(lo_x, hi_x)
-        ax.xaxis.set_major_locator(FixedLocator(xs))
-        ax.xaxis.set_major_formatter(FixedFormatter([_mib(x) for x in xs]))
+        ticks = _spaced(xs, min_decades=0.25)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_major_formatter(FixedFormatter([_mib(x) for x in ticks]))
         ax.xaxis.set_minor_locator(NullLocator())
-        ax.tick_params(axis="x", labelrotation=30)
         ax.set_title(f"C = {c}")
         ax.set_xlabel("bytes that must move per call")
         ax.grid(True, which="major", alpha=0.3)
@@ -218,6 +224,24 @@ def build_floor(rows: list[dict], info: dict):
                  f"{_device_title(info)}")
     fig.tight_layout(rect=(0, 0, 0.82, 1))
     return fig
+
+
+def _plain_log(axis, suffix: str = "") -> None:
+    """Log axis labelled 1, 2, 5, 10, 20... in plain numbers, minor ticks unlabelled (no overlaps)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}{suffix}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _spaced(values: list[float], min_decades: float) -> list[float]:
+    """The sorted values, dropping any closer than ``min_decades`` (log10) to the last one kept."""
+    kept: list[float] = []
+    for v in sorted(values):
+        if not kept or math.log10(v / kept[-1]) >= min_decades:
+            kept.append(v)
+    return kept
 
 
 def _mib(nbytes: int) -> str:
@@ -303,6 +327,7 @@ def build_launch(rows: list[dict], info: dict):
                 ax.text(0.02, y, "not measured", color="gray", va="center", transform=ax.get_yaxis_transform())
         if log:
             ax.set_xscale("log")
+            _plain_log(ax.xaxis)
         ax.set_title(title)
         ax.grid(True, axis="x", alpha=0.3)
         ax.margins(x=0.35)
@@ -310,7 +335,7 @@ def build_launch(rows: list[dict], info: dict):
     axes[0].set_yticklabels([short_route(r) for r in routes])
     axes[0].invert_yaxis()
     fig.suptitle(f"What launches cost, per call (median over cases and layouts; whiskers min-max)\n{_device_title(info)}")
-    fig.tight_layout()
+    fig.tight_layout(w_pad=3.0)
     return fig
 
 
