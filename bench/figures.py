@@ -135,9 +135,9 @@ def build_ladder(rows: list[dict], info: dict):
                             transform=ax.get_xaxis_transform(), clip_on=False)
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_yscale("log")
-        _plain_log(ax.yaxis, "x")
         ax.grid(True, which="major", alpha=0.3)
         ax.set_ylabel(f"C = {c}\nx floor (log)")
+        _plain_log(ax.yaxis, "x")
     axes[-1].set_xticks(range(len(stages)))
     axes[-1].set_xticklabels(stages)
     axes[-1].set_xlim(-0.4, len(stages) - 0.6)
@@ -209,7 +209,6 @@ def build_floor(rows: list[dict], info: dict):
                             transform=ax.get_xaxis_transform(), clip_on=False)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        _plain_log(ax.yaxis)
         ax.set_xlim(lo_x, hi_x)
         ticks = _spaced(xs, min_decades=0.25)
         ax.xaxis.set_major_locator(FixedLocator(ticks))
@@ -217,22 +216,40 @@ def build_floor(rows: list[dict], info: dict):
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_title(f"C = {c}")
         ax.set_xlabel("bytes that must move per call")
+    for ax in axes:  # after every panel is drawn: the y axis is shared
+        _plain_log(ax.yaxis)
         ax.grid(True, which="major", alpha=0.3)
     axes[0].set_ylabel("median time per call, ms (log)")
     _floor_legend(fig, style, layouts, read_gbs, any_fail)
-    fig.suptitle(f"Routes against the memory floor (bytes / measured read bandwidth {read_gbs:.0f} GB/s)\n"
+    fig.suptitle(f"Routes against the memory floor (bytes / measured read bandwidth {_gbs(read_gbs)} GB/s)\n"
                  f"{_device_title(info)}")
     fig.tight_layout(rect=(0, 0, 0.82, 1))
     return fig
 
 
+def compact(v: float, suffix: str = "") -> str:
+    """1234567 -> "1.23M", 72800 -> "72.8k", 0.5 -> "0.5": short labels for log axes and bars."""
+    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g}{unit}{suffix}"
+    return f"{v:.3g}{suffix}"
+
+
 def _plain_log(axis, suffix: str = "") -> None:
-    """Log axis labelled 1, 2, 5, 10, 20... in plain numbers, minor ticks unlabelled (no overlaps)."""
+    """Log axis labelled in plain numbers (1, 2, 5, 10... or, over many decades, powers of ten
+    only), minor ticks unlabelled: no crowded or overlapping labels. Call after the data is drawn."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}{suffix}"))
+    lo, hi = sorted(axis.get_view_interval())
+    decades = math.log10(hi / lo) if lo > 0 else 10.0
+    subs = (1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,) if decades <= 6 else None
+    axis.set_major_locator(LogLocator(base=10, subs=subs) if subs else LogLocator(base=100))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: compact(v, suffix)))
     axis.set_minor_formatter(NullFormatter())
+
+
+def _gbs(v: float) -> str:
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}"
 
 
 def _spaced(values: list[float], min_decades: float) -> list[float]:
@@ -270,7 +287,7 @@ def _route_styles(plt, series) -> dict:
 def _floor_legend(fig, style, layouts, read_gbs, any_fail: bool) -> None:
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], color="black", linewidth=2.2, label=f"floor ({read_gbs:.0f} GB/s read)")]
+    handles = [Line2D([], [], color="black", linewidth=2.2, label=f"floor ({_gbs(read_gbs)} GB/s read)")]
     handles += [Line2D([], [], color=col, marker=m, linestyle="-", markersize=5, label=label)
                 for label, (col, m) in style.items()]
     handles += [Line2D([], [], color="gray", linestyle=LAYOUT_STYLE[lo], marker="o",
@@ -317,7 +334,7 @@ def build_launch(rows: list[dict], info: dict):
                 if max(vals) > min(vals):
                     ax.errorbar(mid, y, xerr=[[mid - min(vals)], [max(vals) - mid]], color="black", capsize=3,
                                 linewidth=1)
-                label = f" {mid:.3g}" + (f"  FAIL in {nfail}/{len(mine)}" if nfail else "")
+                label = f" {compact(mid)}" + (f"  FAIL in {nfail}/{len(mine)}" if nfail else "")
                 ax.text(max(vals), y, label, va="center", fontsize=FONT - 1,
                         color=FAIL_COLOR if nfail else "black", fontweight="bold" if nfail else "normal")
             elif nfail:
@@ -325,12 +342,12 @@ def build_launch(rows: list[dict], info: dict):
                         transform=ax.get_yaxis_transform())
             else:
                 ax.text(0.02, y, "not measured", color="gray", va="center", transform=ax.get_yaxis_transform())
-        if log:
-            ax.set_xscale("log")
-            _plain_log(ax.xaxis)
         ax.set_title(title)
         ax.grid(True, axis="x", alpha=0.3)
         ax.margins(x=0.35)
+        if log:
+            ax.set_xscale("log")
+            _plain_log(ax.xaxis)
     axes[0].set_yticks(ys)
     axes[0].set_yticklabels([short_route(r) for r in routes])
     axes[0].invert_yaxis()

@@ -49,7 +49,7 @@ def synthetic_rows(failed_route: str | None = None, device: str = "cuda"):
                 else:
                     ms = floor_ms * (1.15 if route == "gpgpu" else 1.05 + 30 * rnd.random() / (1 + 0.2 * k))
                     row.update(ms=ms, x_floor=ms / floor_ms, kernels=float(2 + k), aten_ops=float(10 + 3 * k),
-                               triton_launches=float(k % 3), host_us=100.0 + 40 * k * rnd.random())
+                               triton_launches=float(k % 3), host_us=50.0 * 10 ** (k / 2) * (1 + rnd.random()))
                     if route == "gpgpu":
                         row["graph_ms"] = floor_ms * 1.2
                 rows.append(row)
