@@ -139,7 +139,7 @@ def build_ladder(rows: list[dict], info: dict):
         ax.set_ylabel(f"C = {c}\nx floor (log)")
         _plain_log(ax.yaxis, "x")
     axes[-1].set_xticks(range(len(stages)))
-    axes[-1].set_xticklabels(stages)
+    axes[-1].set_xticklabels([_two_lines(s) for s in stages])
     axes[-1].set_xlim(-0.4, len(stages) - 0.6)
     axes[-1].set_xlabel("Ascend rung, bottom first (each builds on the one to its left)")
     _ladder_legend(fig, plt, sizes, colors, layouts, any_fail)
@@ -147,6 +147,14 @@ def build_ladder(rows: list[dict], info: dict):
                  f"{_device_title(info)}")
     fig.tight_layout(rect=(0, 0, 0.84, 1))
     return fig
+
+
+def _two_lines(name: str, width: int = 13) -> str:
+    """A long rung name broken after its last hyphen, so that neighbouring labels never touch."""
+    if len(name) <= width or "-" not in name:
+        return name
+    head, tail = name.rsplit("-", 1)
+    return f"{head}-\n{tail}"
 
 
 def _ladder_legend(fig, plt, sizes, colors, layouts, any_fail: bool) -> None:
@@ -242,7 +250,7 @@ def _plain_log(axis, suffix: str = "") -> None:
 
     lo, hi = sorted(axis.get_view_interval())
     decades = math.log10(hi / lo) if lo > 0 else 10.0
-    subs = (1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,) if decades <= 6 else None
+    subs = (1.0, 2.0, 5.0) if decades <= 3.2 else (1.0,) if decades <= 6 else None
     axis.set_major_locator(LogLocator(base=10, subs=subs) if subs else LogLocator(base=100))
     axis.set_major_formatter(FuncFormatter(lambda v, _: compact(v, suffix)))
     axis.set_minor_formatter(NullFormatter())
