@@ -50,12 +50,12 @@ def device_lines(info: dict, command: str | None) -> list[str]:
     device = info.get("device", "?")
     name = info.get("name", device)
     extra = f", {info['sms']} SMs" if info.get("sms") else ""
-    versions = [f"{k} {info[k]}" for k in ("torch", "triton", "ascend_kvc", "python", "driver", "cuda", "cann") if info.get(k)]
+    versions = [f"{k} {info[k]}" for k in ("torch", "torch_npu", "triton", "triton_ascend", "ascend_kvc", "python",
+                                           "driver", "cuda", "cann") if info.get(k)]
     lines = [f"- **Device:** {name} ({device}{extra})",
              f"- **Versions:** {', '.join(versions)} (from {info.get('versions_from', 'bench.machine')})"]
-    for k, v in (info.get("library_env") or {}).items():
-        if k not in info:
-            lines.append(f"  - {k}: {v}")
+    if info.get("triton_conflict"):
+        lines.append(f"- **Triton install conflict:** {info['triton_conflict']}")
     lines.append(f"- **Commit:** `{info.get('commit', 'unknown')}`, run on {info.get('date', '?')}")
     if info.get("read_gbs"):
         how = info.get("bandwidth_how", "a float32 sum")
@@ -203,13 +203,15 @@ def launch_table(rows: list[dict], device: str) -> list[str]:
                      f"**FAIL {nfail}/{len(mine)}**" if nfail else "0"])
     lines = _table(header, body)
     hows = sorted({r["kernels_how"] for r in rows if r.get("kernels_how")})
+    counted = sum(r.get("kernels") is not None for r in rows)
     lines.append("")
     if device == "cpu":
         lines.append("On CPU there is no device: the first column counts the Triton kernels the interpreter runs, "
                      "the aten column the PyTorch operators a call dispatches (the interpreter's own copies left "
                      "out), and host time is the interpreter's wall time of a call, not a launch cost.")
     else:
-        lines.append("Device kernels: " + ("; ".join(hows) or "not measured") + ". aten ops: PyTorch operators a "
+        lines.append("Device kernels: " + ("; ".join(hows) or "not measured") +
+                     f", counted on {counted} of {len(rows)} runs. aten ops: PyTorch operators a "
                      "call dispatches (a dispatch counter). Host µs: median over many calls queued without a "
                      "device sync, `validate=False`, `out` given; a route that syncs inside pays for the wait here.")
     lines.append("Medians over every (case, layout) that passed.")
@@ -240,6 +242,8 @@ def render(rows: list[dict], info: dict, full_table: str, command: str | None = 
         out += [f"![{title}]({fname})" for fname, title in FIGURES if fname in figures]
         out.append("")
     out += ["## Full table", "", full_table, ""]
+    if info.get("library_env_text"):
+        out += ["## Environment (`python -m ascend_kvc.env`)", "", "```", info["library_env_text"], "```", ""]
     bad = [r for r in rows if failed(r)]
     if bad:
         out += ["## Failures", ""]
