@@ -252,7 +252,8 @@ def _plain_log(axis, suffix: str = "") -> None:
     decades = math.log10(hi / lo) if lo > 0 else 10.0
     subs = (1.0, 2.0, 5.0) if decades <= 3.2 else (1.0,) if decades <= 6 else None
     axis.set_major_locator(LogLocator(base=10, subs=subs) if subs else LogLocator(base=100))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: compact(v, suffix)))
+    # multiples of the floor read as plain numbers (1000x, not 1kx); times and counts in k/M
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}{suffix}" if suffix else compact(v)))
     axis.set_minor_formatter(NullFormatter())
 
 
