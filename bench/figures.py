@@ -324,11 +324,11 @@ def build_launch(rows: list[dict], info: dict):
     Bars are the median over every (case, layout) that passed; whiskers the min and max.
     A route that failed everywhere shows ``FAIL``; one that failed somewhere says in how many.
     """
-    if not rows:
-        return None
+    metrics = launch_metrics(info.get("device", "cpu"))
+    if not any(r.get(key) is not None for r in rows for key, _, _ in metrics):
+        return None  # a run saved before launch costs were measured
     plt = _plt()
     routes = route_order(rows)
-    metrics = launch_metrics(info.get("device", "cpu"))
     height = min(9.0, 2.0 + 0.42 * len(routes))
     fig, axes = plt.subplots(1, len(metrics), figsize=(MAX_WIDTH_IN, height), dpi=DPI, sharey=True)
     ys = list(range(len(routes)))
@@ -386,5 +386,5 @@ def floor_figure(rows: list[dict], info: dict, path: str) -> bool:
 
 
 def launch_figure(rows: list[dict], info: dict, path: str) -> bool:
-    """Write ``build_launch``'s figure to ``path``; False without rows."""
+    """Write ``build_launch``'s figure to ``path``; False when no row has a launch measurement."""
     return _save(build_launch(rows, info), path)

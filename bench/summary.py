@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from ascend_kvc.layout import SLOT_BYTES
 from bench.figures import failed, route_order, short_route
 
 FIGURES = (("ladder.png", "Where the Ascend ladder stops paying: time over the read floor per rung"),
@@ -59,8 +60,8 @@ def device_lines(info: dict, command: str | None) -> list[str]:
     lines.append(f"- **Commit:** `{info.get('commit', 'unknown')}`, run on {info.get('date', '?')}")
     if info.get("read_gbs"):
         how = info.get("bandwidth_how", "a float32 sum")
-        lines.append(f"- **Memory floor:** bytes that must move (each window row read once, 584 bytes written "
-                     f"per output) / the read bandwidth **{info['read_gbs']:.1f} GB/s**, measured on this "
+        lines.append(f"- **Memory floor:** bytes that must move (each window row read once, {SLOT_BYTES} bytes "
+                     f"written per output) / the read bandwidth **{info['read_gbs']:.1f} GB/s**, measured on this "
                      f"device in this run ({how}).")
     if command:
         lines.append(f"- **Command:** `{command}`")
