@@ -27,8 +27,9 @@ $(ASCEND_STAMP): | $(STAMP)
 test: $(STAMP) $(ASCEND_STAMP)
 	$(PY) -m pytest -q
 
+# Report folder bench/results/<device>-<date>/ (report.md, CSV, JSON, figures); BENCH_ARGS adds flags.
 bench: $(STAMP)
-	$(PY) -m bench
+	$(PY) -m bench --report $(BENCH_ARGS)
 
 audit: $(STAMP) $(ASCEND_STAMP)
 	$(PY) -m tools.ascend_lowering

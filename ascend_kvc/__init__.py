@@ -1,12 +1,26 @@
 """ascend_kvc: byte-exact Triton kernels for DeepSeek-V4 KV-cache compression.
 
 ``c128_256_512_compress`` pools a window of compressor-state rows per boundary token, RMSNorms,
-quantises and rotates the result and writes 584 bytes into a paged KV cache. Importing this
-package defines no kernel and touches no device; routes load on first use.
+quantises and rotates the result and writes 584 bytes into a paged KV cache.
+
+What importing this package does, and nothing more:
+
+- reads installed-package metadata to refuse a broken Triton install (community Triton and
+  triton-ascend in one directory, ``triton_install.check_triton_install``), about half a millisecond.
+
+It defines no Triton kernel, imports neither Triton nor torch-npu, touches no device and reads no
+environment variable; routes load on first use.
 """
 
-from .api import c128_256_512_compress
-from .routes import ASCEND_STAGES, ROUTES, RouteUnavailableError, route_names
+from .triton_install import TritonConflictError, check_triton_install
 
-__all__ = ["c128_256_512_compress", "ASCEND_STAGES", "ROUTES", "RouteUnavailableError", "route_names"]
+check_triton_install()
+
+from .api import c128_256_512_compress  # noqa: E402
+from .routes import ASCEND_STAGES, ROUTES, RouteUnavailableError, route_names  # noqa: E402
+
+__all__ = [
+    "c128_256_512_compress", "ASCEND_STAGES", "ROUTES", "RouteUnavailableError", "TritonConflictError",
+    "route_names",
+]
 __version__ = "0.1.0"

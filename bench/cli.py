@@ -1,12 +1,17 @@
 """``python -m bench``: correctness first, then timings of every route and Ascend stage.
 
-    python -m bench                          # defaults for the device found (npu -> cuda -> cpu)
+    python -m bench                          # defaults for the device found (npu -> cuda -> cpu),
+                                             # report into bench/results/<device>-<date>/
+    python -m bench --report out/            # the same report into out/
     python -m bench --cases official --routes reference,gpgpu --csv out.csv --json out.json
     python -m bench --cases 8,131072,512 --stages block-d512,byte-scatter --plot ladder.png
 
 Every (case, layout, route) is first checked against the byte oracle; a route that fails is
-reported and never timed. On a CPU-only machine the default is the small cases, with the Triton
-routes run through the interpreter: a functional run whose times say nothing about a GPU or NPU.
+reported and never timed. Then each passing one is timed on the device, its device kernels are
+counted with the vendor profiler, its PyTorch ops with a dispatch counter, and its host time per
+call is measured. The report folder holds report.md (summary first), bench.csv, bench.json and
+three figures. On a CPU-only machine the default is the small cases, with the Triton routes run
+through the interpreter: a functional run whose times say nothing about a GPU or NPU.
 """
 
 from __future__ import annotations
@@ -16,6 +21,25 @@ import os
 import statistics
 import sys
 import time
+
+
+AUTO_REPORT = "auto"
+
+
+def report_folder(requested: str, info: dict) -> str:
+    """``requested``, or for ``auto`` bench/results/<device>-<YYYY-MM-DD>, with -HHMM if that exists."""
+    if requested != AUTO_REPORT:
+        return requested
+    from pathlib import Path
+
+    name = info.get("name", info["device"]) if info["device"] != "cpu" else "cpu"
+    slug = "".join(ch for ch in name.lower().removeprefix("nvidia ").replace(" ", "-") if ch.isalnum() or ch == "-")
+    root = Path(__file__).resolve().parent / "results"
+    base = root / f"{slug or info['device']}-{time.strftime('%Y-%m-%d')}"
+    for candidate in (base, Path(f"{base}-{time.strftime('%H%M')}"), Path(f"{base}-{time.strftime('%H%M%S')}")):
+        if not candidate.exists():
+            return str(candidate)
+    return str(candidate)
 
 
 def _parse_cases(items: list[str]) -> list[tuple[int, int, int]]:
@@ -51,9 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write in place into a non-zero cache for every layout (shuffled always does)")
     p.add_argument("--block-size", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--report", nargs="?", const=AUTO_REPORT, metavar="DIR",
+                   help="write report.md, bench.csv, bench.json and the figures into DIR (no DIR: "
+                        "bench/results/<device>-<YYYY-MM-DD>[-HHMM]/); the default unless --csv/--json/--plot "
+                        "or --no-report is given")
+    p.add_argument("--no-report", action="store_true", help="print the table only")
     p.add_argument("--csv", metavar="PATH")
     p.add_argument("--json", metavar="PATH")
-    p.add_argument("--plot", metavar="PNG", help="bar chart of each route's speed-up over the reference per case")
+    p.add_argument("--plot", metavar="PNG", help="the ladder figure alone (the floor figure when no Ascend rung runs)")
+    p.add_argument("--host-calls", type=int, default=100,
+                   help="calls queued per host-time measurement on a GPU/NPU (on CPU the timed calls are used); "
+                        "100 calls of a few kernels stay inside the launch queue")
+    p.add_argument("--kernels", choices=["auto", "every", "per-ratio"], default="auto",
+                   help="which rows get a profiler kernel count: every row, or the first case of each C per "
+                        "route and layout (auto: every row on CUDA, per-ratio on an NPU, whose profiler "
+                        "parses its trace from disk for seconds each time)")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -92,7 +128,10 @@ def time_graph(call, time_fn) -> float:
 
 
 def make_timer(device: str):
-    """Return ``time_fn(fn) -> {ms, p20, p80}`` for the device: events on GPU/NPU, a clock on CPU."""
+    """Return ``time_fn(fn) -> {ms, p20, p80}`` for the device: events on GPU/NPU, a clock on CPU.
+
+    ``time_fn.how`` names the method, for the report.
+    """
     if device == "cpu":
         def time_cpu(fn, reps: int = 1):
             # The interpreter is slow: the correctness run already compiled everything, so one
@@ -103,13 +142,17 @@ def make_timer(device: str):
                 fn()
                 samples.append((time.perf_counter() - t) * 1e3)
             return {"ms": statistics.median(samples), "p20": min(samples), "p80": max(samples)}
+        time_cpu.how = "wall clock of one call"
         return time_cpu
 
     import triton.testing
 
     def time_device(fn):
+        # On an NPU this is triton-ascend's do_bench (its driver hands it torch.npu's events and
+        # an L2-sized buffer to flush); elsewhere community Triton's, on CUDA events.
         ms, p20, p80 = triton.testing.do_bench(fn, warmup=25, rep=100, quantiles=[0.5, 0.2, 0.8])
         return {"ms": ms, "p20": p20, "p80": p80}
+    time_device.how = "triton.testing.do_bench median (L2 flushed between calls)"
     return time_device
 
 
@@ -142,11 +185,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from ascend_kvc import c128_256_512_compress
-    from ascend_kvc.oracle import check_cache, compute_truth
     from ascend_kvc.workloads import make_workload
-    from bench.machine import machine_info, machine_line, measure_bandwidth, synchronize
-    from bench.report import format_table, write_csv, write_json, write_plot
+    from bench.environment import library_environment
+    from bench.machine import machine_line, measure_bandwidth
+    from bench.report import format_table, write_csv, write_json, write_plot, write_report
 
     cases = _parse_cases(args.cases or (["official"] if device != "cpu" else ["small"]))
     routes = _routes(args, device)
@@ -156,59 +198,33 @@ def main(argv: list[str] | None = None) -> int:
         layouts = ["contiguous"]
     else:
         layouts = ["contiguous", "shuffled"]
+    wants_report = args.report is not None or not (args.no_report or args.csv or args.json or args.plot)
 
-    info = machine_info(device)
+    info = library_environment(device)
+    info["command"] = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
     time_fn = make_timer(device)
     info.update(measure_bandwidth(device, time_fn))
     print(machine_line(info))
-    print(f"measured read bandwidth {info['read_gbs']:.0f} GB/s (1 GiB sum), copy {info['copy_gbs']:.0f} GB/s "
-          "(read + written)" if device != "cpu" else
-          f"measured read bandwidth {info['read_gbs']:.1f} GB/s (64 MiB sum)")
+    print(f"measured read bandwidth {info['read_gbs']:.1f} GB/s ({info['bandwidth_how']}), "
+          f"copy {info['copy_gbs']:.1f} GB/s (read + written)")
     if "note" in info:
         print(info["note"])
     sys.stdout.flush()
 
     progress = Progress(len(cases) * len(layouts) * len(routes), not args.no_progress)
+    kernels_every = args.kernels == "every" or (args.kernels == "auto" and device != "npu")
+    profiled: set[tuple[int, str]] = set()
     rows = []
     for r, t, c in cases:
         for layout in layouts:
-            shuffled = layout == "shuffled"
-            inplace = shuffled or args.inplace
-            w = make_workload(r, t, c, block_size=args.block_size, shuffle=shuffled, nonzero_cache=inplace,
-                              seed=args.seed, device=device)
-            checked = w.checked_args()
-            truth = compute_truth(checked)
-            before = w.kv_cache.clone() if inplace else torch.zeros_like(w.kv_cache)
-            for route in routes:
-                label = f"{w.name} {layout} {route}"
-                row = {"case": w.name, "layout": layout, "route": route, "num_outputs": w.num_outputs,
-                       "bytes": w.bytes_to_move()}
-                out = w.kv_cache.clone() if inplace else None
-                try:
-                    got = c128_256_512_compress(*w.args(), out=out, route=route)
-                    synchronize(device)
-                    report = check_cache(checked, got, before, truth)
-                    row["check"] = "ok" if report.ok else "FAIL"
-                    row["check_detail"] = str(report)
-                    row["ambiguous_differences"] = report.ambiguous_differences
-                except Exception as exc:  # reported in the table, never timed
-                    row["check"] = "ERROR"
-                    row["check_detail"] = f"{type(exc).__name__}: {exc}"
-                if row["check"] == "ok":
-                    def call(out=out):
-                        return c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
-                    row.update(time_fn(call))
-                    row["gbs"] = row["bytes"] / row["ms"] / 1e6
-                    row["pct_read_bw"] = 100 * row["gbs"] / info["read_gbs"]
-                    row["floor_ms"] = row["bytes"] / info["read_gbs"] / 1e6
-                    if device == "cuda" and route in GRAPH_ROUTES:
-                        row["graph_ms"] = time_graph(call, time_fn)
-                        row["graph_x_floor"] = row["graph_ms"] / row["floor_ms"]
-                rows.append(row)
-                progress.step(label)
+            w = make_workload(r, t, c, block_size=args.block_size, shuffle=layout == "shuffled",
+                              nonzero_cache=layout == "shuffled" or args.inplace, seed=args.seed, device=device)
+            profile_kernels = kernels_every or (c, layout) not in profiled
+            profiled.add((c, layout))
+            rows += measure_case(w, layout, routes, device, info, time_fn, args, progress, profile_kernels)
             if args.csv:  # after every case, so an interrupted run keeps what it measured
                 write_csv(args.csv, rows)
-            del w, checked, truth, before
+            del w
             if device == "cuda":
                 torch.cuda.empty_cache()
 
@@ -223,7 +239,73 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.json, info, rows)
     if args.plot:
         write_plot(args.plot, info, rows)
+    if wants_report:
+        path = write_report(report_folder(args.report or AUTO_REPORT, info), info, rows, info["command"])
+        print(f"report: {path}")
     return 1 if failures else 0
+
+
+def measure_case(w, layout: str, routes: list[str], device: str, info: dict, time_fn, args, progress,
+                 profile_kernels: bool = True) -> list[dict]:
+    """Oracle check, then (only if it passed) time, kernels, framework ops and host time, per route.
+
+    ``profile_kernels=False`` leaves the device-kernel count out (None) for these rows.
+    """
+    import torch
+
+    from ascend_kvc import c128_256_512_compress
+    from ascend_kvc.oracle import check_cache, compute_truth
+    from bench.launches import count_device_kernels, count_framework_ops, host_us_per_call
+    from bench.machine import synchronize
+
+    inplace = w.tags["nonzero_cache"]
+    checked = w.checked_args()
+    truth = compute_truth(checked)
+    before = w.kv_cache.clone() if inplace else torch.zeros_like(w.kv_cache)
+    rows = []
+    for route in routes:
+        row = {"case": w.name, "layout": layout, "route": route, "num_outputs": w.num_outputs,
+               "bytes": w.bytes_to_move()}
+        row["floor_ms"] = row["bytes"] / info["read_gbs"] / 1e6
+        out = w.kv_cache.clone() if inplace else None
+        try:
+            got = c128_256_512_compress(*w.args(), out=out, route=route)
+            synchronize(device)
+            report = check_cache(checked, got, before, truth)
+            row["check"] = "ok" if report.ok else "FAIL"
+            row["check_detail"] = str(report)
+            row["ambiguous_differences"] = report.ambiguous_differences
+        except Exception as exc:  # reported in the table, never timed
+            row["check"] = "ERROR"
+            row["check_detail"] = f"{type(exc).__name__}: {exc}"
+        if row["check"] == "ok":
+            def call(out=out, route=route):
+                return c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
+
+            row.update(time_fn(call))
+            row["x_floor"] = row["ms"] / row["floor_ms"]
+            row["gbs"] = row["bytes"] / row["ms"] / 1e6
+            row["pct_read_bw"] = 100 * row["gbs"] / info["read_gbs"]
+            if device == "cuda" and route in GRAPH_ROUTES:
+                row["graph_ms"] = time_graph(call, time_fn)
+                row["graph_x_floor"] = row["graph_ms"] / row["floor_ms"]
+            # Launch costs with ``out`` given (what an engine writing into its cache pays).
+            host_out = out if out is not None else w.kv_cache.clone()
+
+            def host_call(route=route, host_out=host_out):
+                return c128_256_512_compress(*w.args(), out=host_out, route=route, validate=False)
+
+            if device == "cpu":  # no asynchrony: the timed calls are the host time
+                row["host_us"] = row["ms"] * 1e3
+            else:
+                row["host_us"] = host_us_per_call(host_call, lambda: synchronize(device), args.host_calls)
+            if profile_kernels:
+                counted = count_device_kernels(host_call, device)
+                row.update(kernels=counted["kernels"], copies=counted["copies"], kernels_how=counted["how"])
+            row.update(count_framework_ops(host_call, device))
+        rows.append(row)
+        progress.step(f"{w.name} {layout} {route}")
+    return rows
 
 
 def _add_speedups(rows: list[dict]) -> None:

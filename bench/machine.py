@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import platform
@@ -73,8 +74,13 @@ def machine_info(device: str) -> dict:
     elif device == "npu":
         info["name"] = torch.npu.get_device_name(0)
         info["cann"] = os.environ.get("ASCEND_TOOLKIT_HOME", os.environ.get("ASCEND_HOME_PATH", "unknown"))
-        spec = importlib.util.find_spec("triton")
-        info["triton"] += " (triton-ascend)" if spec and "ascend" in str(spec.origin) else ""
+        import torch_npu
+
+        info["torch_npu"] = torch_npu.__version__
+        try:  # triton-ascend installs the package ``triton``: name the distribution that did
+            info["triton"] = f"{importlib.metadata.version('triton-ascend')} (triton-ascend)"
+        except importlib.metadata.PackageNotFoundError:
+            pass
     else:
         info["name"] = platform.processor() or platform.machine()
         info["note"] = "CPU: Triton routes run under TRITON_INTERPRET=1; times say nothing about a GPU or NPU"
@@ -82,20 +88,20 @@ def machine_info(device: str) -> dict:
 
 
 def machine_line(info: dict) -> str:
-    keys = ["name", "device", "driver", "cuda", "cann", "torch", "triton", "ascend_kvc", "commit", "date"]
+    keys = ["name", "device", "driver", "cuda", "cann", "torch", "torch_npu", "triton", "ascend_kvc", "commit", "date"]
     return " | ".join(f"{k} {info[k]}" for k in keys if k in info)
 
 
 def measure_bandwidth(device: str, time_fn) -> dict:
-    """Read bandwidth (a 1 GiB sum) and copy bandwidth (bytes read + written), in GB/s."""
-    if device == "cpu":
-        n = 64 * 2**20 // 4
-    else:
-        n = 2**30 // 4
-    x = torch.randn(n, device=device)
+    """Read bandwidth (a float32 ``sum``, 1 GiB on a GPU/NPU) and copy bandwidth (bytes read +
+    written), in GB/s, on ``device`` ("cpu", "cuda" or "npu": the tensors are made there)."""
+    nbytes = 64 * 2**20 if device == "cpu" else 2**30
+    x = torch.randn(nbytes // 4, device=device)
     y = torch.empty_like(x)
-    nbytes = x.numel() * 4
-    read_ms = time_fn(lambda: x.sum())["ms"]
-    copy_ms = time_fn(lambda: y.copy_(x))["ms"]
+    reps = {"reps": 5} if device == "cpu" else {}  # the CPU clock times single calls: take a median
+    read_ms = time_fn(lambda: x.sum(), **reps)["ms"]
+    copy_ms = time_fn(lambda: y.copy_(x), **reps)["ms"]
     del x, y
-    return {"read_gbs": nbytes / read_ms / 1e6, "copy_gbs": 2 * nbytes / copy_ms / 1e6}
+    timer = "median of 5 calls" if device == "cpu" else getattr(time_fn, "how", "median")
+    return {"read_gbs": nbytes / read_ms / 1e6, "copy_gbs": 2 * nbytes / copy_ms / 1e6,
+            "bandwidth_how": f"a {nbytes // 2**20} MiB float32 sum on {device}, {timer}"}

@@ -1,12 +1,20 @@
-"""The benchmark's outputs: a text table, CSV, JSON and a PNG of the ladder."""
+"""The benchmark's outputs: the text table, CSV, JSON, and the report folder (report.md + figures)."""
 
 from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
-COLUMNS = ["case", "layout", "route", "check", "ms", "p20", "p80", "gbs", "pct_read_bw", "x_ref", "x_pregather",
-           "graph_ms", "graph_x_floor"]
+# (row key, table header); the CSV keeps every key, the printed table these.
+TABLE = [("case", "case"), ("layout", "layout"), ("route", "route"), ("check", "check"), ("ms", "median ms"),
+         ("p20", "p20"), ("p80", "p80"), ("x_floor", "x floor"), ("gbs", "GB/s"), ("pct_read_bw", "% read BW"),
+         ("x_ref", "vs ref"), ("graph_ms", "graph ms"), ("graph_x_floor", "graph / floor"),
+         ("kernels", "kernels"), ("triton_launches", "triton launches"), ("aten_ops", "aten ops"),
+         ("host_us", "host us")]
+COLUMNS = [key for key, _ in TABLE]
+TIMED = {"ms", "p20", "p80", "x_floor", "gbs", "pct_read_bw", "x_ref", "graph_ms", "graph_x_floor", "kernels",
+         "triton_launches", "aten_ops", "host_us"}
 
 
 def _fmt(v, col: str) -> str:
@@ -15,27 +23,32 @@ def _fmt(v, col: str) -> str:
     if isinstance(v, float):
         if col in ("ms", "p20", "p80", "graph_ms"):
             return f"{v:.4f}" if v < 10 else f"{v:.1f}"
-        if col in ("x_ref", "x_pregather", "graph_x_floor"):
+        if col in ("x_ref", "x_pregather", "graph_x_floor", "x_floor"):
             return f"{v:.2f}x"
+        if col in ("kernels", "triton_launches", "aten_ops"):
+            return f"{v:.3g}"
         return f"{v:.1f}"
     return str(v)
 
 
 def format_table(rows: list[dict], device: str) -> str:
-    header = ["case", "layout", "route", "check", "median ms", "p20", "p80", "GB/s", "% read BW", "vs ref", "vs pre-gather",
-              "graph ms", "graph / floor"]
-    body = [[_fmt(r.get(c), c) for c in COLUMNS] for r in rows]
+    """Every row, one line each; a row that failed the oracle shows FAIL where its times would be."""
+    keys = [k for k, _ in TABLE if k in ("case", "layout", "route", "check") or any(r.get(k) is not None for r in rows)]
+    header = [dict(TABLE)[k] for k in keys]
+    body = [[("FAIL" if k in TIMED and r.get("check") != "ok" else _fmt(r.get(k), k)) for k in keys] for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)]
     lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
              "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(b, widths)) + " |" for b in body]
     if device == "cpu":
+        lines.append("")
         lines.append("(CPU functional run: Triton routes under the interpreter; times say nothing about a GPU or NPU)")
     return "\n".join(lines)
 
 
 def write_csv(path: str, rows: list[dict]) -> None:
-    keys = COLUMNS + ["floor_ms", "num_outputs", "bytes", "ambiguous_differences", "check_detail"]
+    keys = COLUMNS + ["x_pregather", "floor_ms", "num_outputs", "bytes", "copies", "kernels_how",
+                      "ambiguous_differences", "check_detail"]
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
@@ -48,44 +61,39 @@ def write_json(path: str, info: dict, rows: list[dict]) -> None:
 
 
 def write_plot(path: str, info: dict, rows: list[dict]) -> None:
-    import matplotlib
+    """``--plot``: the ladder figure, or the floor figure when the run has no Ascend rung."""
+    from bench.figures import floor_figure, ladder_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    if not ladder_figure(rows, info, path):
+        floor_figure(rows, info, path)
 
-    groups = []
-    for r in rows:
-        key = f"{r['case']}\n{r['layout']}"
-        if key not in groups:
-            groups.append(key)
-    routes = [rt for rt in dict.fromkeys(r["route"] for r in rows) if rt != "reference"]
-    fig, ax = plt.subplots(figsize=(min(24, 4 + 0.8 * len(groups)), 6))
-    width = 0.8 / max(len(routes), 1)
-    for k, route in enumerate(routes):
-        ys = []
-        for g in groups:
-            match = [r for r in rows if f"{r['case']}\n{r['layout']}" == g and r["route"] == route]
-            ys.append(match[0].get("x_ref") or 0.0 if match else 0.0)
-        ax.bar([i + k * width for i in range(len(groups))], ys, width, label=route)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks([i + width * (len(routes) - 1) / 2 for i in range(len(groups))])
-    ax.set_xticklabels(groups, fontsize=7)
-    ax.set_ylabel("speed-up over the reference route")
-    ax.set_yscale("log")
-    ax.set_title(f"ascend_kvc ladder on {info.get('name', info['device'])} ({info['device']}, {info['commit']})", fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+
+def write_report(folder: str, info: dict, rows: list[dict], command: str | None = None) -> Path:
+    """Write report.md, bench.csv, bench.json and the figures into ``folder``; return report.md's path."""
+    from bench import figures, summary
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(str(out / "bench.csv"), rows)
+    write_json(str(out / "bench.json"), info, rows)
+    drawn = []
+    for fname, draw in (("ladder.png", figures.ladder_figure), ("floor.png", figures.floor_figure),
+                        ("launches.png", figures.launch_figure)):
+        if draw(rows, info, str(out / fname)):
+            drawn.append(fname)
+    text = summary.render(rows, info, format_table(rows, info.get("device", "?")), command, tuple(drawn))
+    (out / "report.md").write_text(text)
+    return out / "report.md"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.report RESULTS.json OUT.png``: redraw the plot of a saved run."""
+    """``python -m bench.report RESULTS.json DIR``: redraw the report of a saved run into DIR."""
     import sys
 
     src, dst = (argv or sys.argv[1:])[:2]
-    data = json.load(open(src))
-    write_plot(dst, data["machine"], data["results"])
+    with open(src) as f:
+        data = json.load(f)
+    print(write_report(dst, data["machine"], data["results"], data["machine"].get("command")))
     return 0
 
 
