@@ -4,6 +4,8 @@ Fake installs (dist-info folders, a ``triton`` package, a CANN install-info file
 folders stand in for what this CPU machine lacks; subprocesses see them through ``PYTHONPATH``.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import subprocess

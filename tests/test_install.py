@@ -15,6 +15,7 @@ failure (a conflict, a missing wheel) fails the test with pip's own message.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -55,8 +56,10 @@ def wheel(tmp_path_factory) -> Path:
     src = tmp / "src"
     shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
         ".git", ".venv", ".ascend-triton", "__pycache__", "*.egg-info", "build", "results", ".pytest_cache", ".whl"))
+    # The environment's setuptools when it has one (no download); an isolated build otherwise.
+    isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--disable-pip-version-check",
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "--disable-pip-version-check",
          "-q", "-w", str(tmp / "dist"), str(src)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -150,3 +153,17 @@ def test_gpu_and_cpu_extras_resolve_community_triton(wheel, torch_cpu_stand_in, 
     print(f"ascend_kvc[{extra}] on {arch}:", " ".join(f"{k}=={v}" for k, v in sorted(got.items())))
     assert "triton" in got, got
     assert not {"triton-ascend", "torch-npu"} & set(got), got
+
+
+def test_readme_and_docs_link_only_repository_files_and_public_urls():
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    for page in pages:
+        text = page.read_text()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith("https://"):
+                continue
+            path = (page.parent / target.split("#")[0]).resolve()
+            assert path.is_relative_to(REPO), f"{page.name} links outside the repository: {target}"
+            assert path.exists(), f"{page.name} links a missing file: {target}"
+        for url in re.findall(r"<(https?://[^>]+)>", text):
+            assert url.startswith("https://"), f"{page.name}: {url}"

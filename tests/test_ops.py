@@ -167,9 +167,11 @@ def test_layer_cuda_graph_replay_is_byte_identical_to_eager():
     for step in range(3):
         # New state values and slots each step, written into the captured tensors.
         static_state.copy_(torch.randn(static_state.shape, device="cuda", generator=g))
-        perm = torch.randperm(static_cache.shape[0] * 64, device="cuda", generator=g)
-        has_slot = w.kv_slot_mapping >= 0
-        static_slots.copy_(torch.where(has_slot, perm[: static_slots.numel()], w.kv_slot_mapping))
+        boundary = w.boundary_token_indices
+        perm = torch.randperm(static_cache.shape[0] * 64, device="cuda", generator=g)[: boundary.numel()]
+        slots = w.kv_slot_mapping.clone()
+        slots[boundary] = torch.where(slots[boundary] >= 0, perm, slots[boundary])  # skipped stay skipped
+        static_slots.copy_(slots)
         start = torch.randint(0, 256, static_cache.shape, dtype=torch.uint8, device="cuda", generator=g)
         static_cache.copy_(start)
         graph.replay()
@@ -189,9 +191,17 @@ def test_layer_torch_compile_on_cuda_matches_eager(route):
     layer = _layer(w, route)
     eager_cache = w.kv_cache.clone()
     layer(*_layer_inputs(w, eager_cache))
+    from torch._inductor.utils import run_and_get_code
+
     compiled = torch.compile(layer, fullgraph=True)
-    for _ in range(2):  # the second call runs the cached graph
-        cache = w.kv_cache.clone()
-        compiled(*_layer_inputs(w, cache))
-        torch.cuda.synchronize()
-        assert torch.equal(cache, eager_cache)
+    cache = w.kv_cache.clone()
+    _, codes = run_and_get_code(compiled, *_layer_inputs(w, cache))
+    torch.cuda.synchronize()
+    assert torch.equal(cache, eager_cache)
+    call = _wrapper_call_body("\n".join(codes))
+    assert call.count("torch.ops.ascend_kvc.compress_.default(") == 1, call
+    assert not re.search(r"empty_strided\w*\(|\.copy_\(|clone\(", call), call
+    cache = w.kv_cache.clone()
+    compiled(*_layer_inputs(w, cache))  # the cached graph
+    torch.cuda.synchronize()
+    assert torch.equal(cache, eager_cache)
