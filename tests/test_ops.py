@@ -101,19 +101,21 @@ def test_fake_kernel_checks_metadata():
             OP(*args)
 
 
-@pytest.mark.parametrize("route,padded", [("reference", False), ("reference", True), ("ascend", False)])
-def test_layer_compiles_in_one_graph_and_writes_the_cache_in_place(route, padded):
+# The Triton route runs where the other tests run it: interpreted on CPU, compiled on a GPU/NPU.
+@pytest.mark.parametrize("route,device,padded", [("reference", "cpu", False), ("reference", "cpu", True),
+                                                 ("ascend", DEVICE, False)])
+def test_layer_compiles_in_one_graph_and_writes_the_cache_in_place(route, device, padded):
     from torch._inductor.utils import run_and_get_code
 
     torch._dynamo.reset()
-    w = _tiny(device="cpu", seed=11)
+    w = _tiny(device=device, seed=11)
     layer = _layer(w, route)
     eager_cache = w.kv_cache.clone()
     layer(*_layer_inputs(w, eager_cache))
 
     pages, width = w.kv_cache.shape
     # padded: the cache is a row slice of a wider engine buffer, whose extra bytes must survive.
-    buffer = torch.randint(0, 256, (pages, width + (100 if padded else 0)), dtype=torch.uint8)
+    buffer = torch.randint(0, 256, (pages, width + (100 if padded else 0)), dtype=torch.uint8).to(device)
     buffer[:, :width] = w.kv_cache
     padding = buffer[:, width:].clone()
     cache = buffer[:, :width] if padded else buffer
@@ -126,6 +128,21 @@ def test_layer_compiles_in_one_graph_and_writes_the_cache_in_place(route, padded
     assert call.count("torch.ops.ascend_kvc.compress_.default(") == 1, call
     # Written in place: no functionalised copy of the cache allocated, written and copied back.
     assert not re.search(r"empty_strided\w*\(|\.copy_\(|clone\(", call), call
+
+
+def test_compiled_layer_follows_batch_size_changes():
+    # The second size makes Dynamo recompile with dynamic shapes; the fake kernel's metadata
+    # checks then run on symbolic sizes, and the third size reuses that graph.
+    torch._dynamo.reset()
+    cases = [general_case(128, 8, num_reqs=n, outputs_per_req=2, seed=n) for n in (1, 2, 3)]
+    layer = _layer(cases[0], "reference")
+    compiled = torch.compile(layer, fullgraph=True)
+    for w in cases:
+        layer.rms_norm_weight, layer.cos_sin_cache = w.rms_norm_weight, w.cos_sin_cache
+        eager_cache, cache = w.kv_cache.clone(), w.kv_cache.clone()
+        layer(*_layer_inputs(w, eager_cache))
+        compiled(*_layer_inputs(w, cache))
+        assert torch.equal(cache, eager_cache), w.name
 
 
 def _wrapper_call_body(code: str) -> str:
