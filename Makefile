@@ -1,6 +1,7 @@
 # The two commands a newcomer runs: `make test` and `make bench`.
-# Both build .venv from scratch when it is missing (torch, triton, numpy, pytest,
-# matplotlib, this package editable) and .ascend-triton/ for the Ascend lowering audit.
+# Both build .venv from scratch when it is missing (torch, community triton for the CPU
+# interpreter, numpy, pytest, matplotlib, this package editable: the [cpu,test,bench] extras)
+# and .ascend-triton/ for the Ascend lowering audit.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -9,13 +10,13 @@ ASCEND_TRITON := .ascend-triton
 ASCEND_STAMP  := $(ASCEND_TRITON)/.installed
 TRITON_ASCEND_VERSION := 3.2.0
 
-.PHONY: test bench audit venv clean
+.PHONY: test bench audit install-check venv clean
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,bench]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[cpu,test,bench]'
 	touch $@
 
 # triton-ascend and community Triton both install the package `triton`, so the
@@ -33,6 +34,11 @@ bench: $(STAMP)
 
 audit: $(STAMP) $(ASCEND_STAMP)
 	$(PY) -m tools.ascend_lowering
+
+# Packaging only (also part of `make test`): the wheel's contents and what each platform extra
+# resolves to on Linux x86-64 and aarch64 (pip dry runs against the package index).
+install-check: $(STAMP)
+	$(PY) -m pytest -q tests/test_install.py
 
 clean:
 	rm -rf $(VENV) $(ASCEND_TRITON)

@@ -6,7 +6,9 @@ quantises and rotates the result and writes 584 bytes into a paged KV cache.
 What importing this package does, and nothing more:
 
 - reads installed-package metadata to refuse a broken Triton install (community Triton and
-  triton-ascend in one directory, ``triton_install.check_triton_install``), about half a millisecond.
+  triton-ascend in one directory, ``triton_install.check_triton_install``), about half a millisecond;
+- defines the custom op ``torch.ops.ascend_kvc.compress_`` in PyTorch's dispatcher (``ops``):
+  bookkeeping only.
 
 It defines no Triton kernel, imports neither Triton nor torch-npu, touches no device and reads no
 environment variable; routes load on first use.
@@ -18,6 +20,7 @@ check_triton_install()
 
 from .api import c128_256_512_compress  # noqa: E402
 from .routes import ASCEND_STAGES, ROUTES, RouteUnavailableError, route_names  # noqa: E402
+from . import ops  # noqa: E402,F401  (registers torch.ops.ascend_kvc.compress_)
 
 __all__ = [
     "c128_256_512_compress", "ASCEND_STAGES", "ROUTES", "RouteUnavailableError", "TritonConflictError",

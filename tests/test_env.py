@@ -4,6 +4,8 @@ Fake installs (dist-info folders, a ``triton`` package, a CANN install-info file
 folders stand in for what this CPU machine lacks; subprocesses see them through ``PYTHONPATH``.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import subprocess
@@ -105,7 +107,8 @@ def test_env_cli_with_triton_ascend_in_a_side_folder_and_a_broken_torch_npu(tmp_
     _fake_dist(side, "triton-ascend", "3.2.0", package="triton")
     _fake_dist(side, "torch-npu", "2.14.0", package="torch_npu")
     (side / "torch_npu" / "__init__.py").write_text("raise RuntimeError('no CANN here')\n")
-    proc = _run(["-m", "ascend_kvc.env", "--json"], [side])
+    # No backend autoload: on an NPU host torch would import the fake torch_npu at `import torch`.
+    proc = _run(["-m", "ascend_kvc.env", "--json"], [side], TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert info["triton"]["kind"] == "triton-ascend" and info["triton"]["version"] == "3.2.0"

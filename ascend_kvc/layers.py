@@ -1,0 +1,71 @@
+"""A compressor layer for a model's forward pass: writes the compressed KV slots of one step.
+
+The layer owns what is fixed per model (the RMSNorm weight, the RoPE cos/sin table, the window
+length and block size) and takes what changes per step (the state cache, the batch's token
+metadata, the block table, the slot mapping and the KV cache to write). It calls the registered
+op ``torch.ops.ascend_kvc.compress_``, so ``torch.compile(layer, fullgraph=True)`` keeps it in
+one graph, and with ``validate=False`` (the default here) a CUDA graph can capture it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import ops  # noqa: F401  (defines torch.ops.ascend_kvc.compress_)
+
+
+class CompressorKVWriter(torch.nn.Module):
+    """``forward(...)`` writes one 584-byte slot per boundary token into ``kv_cache`` in place.
+
+    Args:
+        rms_norm_weight: ``[512]`` bfloat16 (float32 accepted), kept as a buffer.
+        cos_sin_cache: ``[max_pos, 64]`` float32, 32 cos then 32 sin per position, kept as a buffer.
+        block_size: rows per state block.
+        compress_ratio: window length C, one of 128, 256, 512.
+        rms_norm_eps: RMSNorm epsilon.
+        route: as for ``c128_256_512_compress`` (``"auto"`` picks by the tensors' device).
+        validate: check index values on every call (one host sync; not capturable in a CUDA
+            graph). Off by default: this is the hot path, where the kernels skip out-of-range
+            outputs and never touch memory outside the tensors.
+    """
+
+    def __init__(
+        self,
+        rms_norm_weight: torch.Tensor,
+        cos_sin_cache: torch.Tensor,
+        *,
+        block_size: int,
+        compress_ratio: int,
+        rms_norm_eps: float = 1.0e-6,
+        route: str = "auto",
+        validate: bool = False,
+    ) -> None:
+        super().__init__()
+        self.register_buffer("rms_norm_weight", rms_norm_weight)
+        self.register_buffer("cos_sin_cache", cos_sin_cache)
+        self.block_size = int(block_size)
+        self.compress_ratio = int(compress_ratio)
+        self.rms_norm_eps = float(rms_norm_eps)
+        self.route = route
+        self.validate = bool(validate)
+
+    def forward(
+        self,
+        state_cache: torch.Tensor,            # [num_state_blocks, block_size, 1024] float32/bfloat16
+        token_to_req: torch.Tensor,           # [num_tokens] int32/int64
+        positions: torch.Tensor,              # [num_tokens] int64/int32
+        boundary_token_indices: torch.Tensor,  # [num_outputs] int64/int32
+        block_table: torch.Tensor,            # [num_reqs, blocks_per_req] int32/int64
+        kv_slot_mapping: torch.Tensor,        # [num_tokens] int64/int32, < 0 skips
+        kv_cache: torch.Tensor,               # [num_pages, 37376] uint8, written in place
+    ) -> torch.Tensor:
+        torch.ops.ascend_kvc.compress_(
+            state_cache, token_to_req, positions, boundary_token_indices, block_table,
+            self.rms_norm_weight, self.cos_sin_cache, kv_slot_mapping, kv_cache,
+            self.block_size, self.compress_ratio, self.rms_norm_eps, self.route, self.validate,
+        )
+        return kv_cache
+
+    def extra_repr(self) -> str:
+        return (f"block_size={self.block_size}, compress_ratio={self.compress_ratio}, "
+                f"rms_norm_eps={self.rms_norm_eps}, route={self.route!r}, validate={self.validate}")
