@@ -31,7 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 LIBRARY_PACKAGES = ("ascend_kvc", "gpgpu_fallback")
 
 # torch's CPU build, as the PyTorch CPU wheel index publishes it: no Triton, no CUDA libraries.
-TORCH_CPU = "2.14.0+cpu"
+# On an Ascend host the version triton-ascend's installation guide pairs with torch-npu 2.7.1;
+# elsewhere the current one.
+TORCH_CPU = {"npu": "2.7.1+cpu", "cpu": "2.14.0+cpu", "cuda": "2.14.0+cpu"}
 TORCH_CPU_REQUIRES = ("filelock", "typing-extensions>=4.10.0", "setuptools>=77.0.3", "sympy>=1.13.3",
                       "networkx>=2.5.1", "jinja2", "fsspec>=0.8.5")
 # What a glibc-2.28 Linux host accepts (pip matches the tags given, not older ones implied).
@@ -99,22 +101,27 @@ def test_bench_and_tools_still_run_from_the_checkout(module):
 
 
 @pytest.fixture(scope="module")
-def torch_cpu_stand_in(tmp_path_factory) -> Path:
-    """A metadata-only wheel named like torch's CPU build, with that build's requirements."""
-    folder = tmp_path_factory.mktemp("torch-cpu")
-    info = f"torch-{TORCH_CPU}.dist-info"
-    with zipfile.ZipFile(folder / f"torch-{TORCH_CPU}-py3-none-any.whl", "w") as z:
-        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {TORCH_CPU}\n"
+def torch_cpu_stand_in(tmp_path_factory):
+    """``make(version) -> folder``: a metadata-only wheel named like torch's CPU build, with that
+    build's requirements, and a constraints file pinning it."""
+    return lambda version: _torch_cpu_stand_in(tmp_path_factory.mktemp("torch-cpu"), version)
+
+
+def _torch_cpu_stand_in(folder: Path, version: str) -> Path:
+    info = f"torch-{version}.dist-info"
+    with zipfile.ZipFile(folder / f"torch-{version}-py3-none-any.whl", "w") as z:
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n"
                    + "".join(f"Requires-Dist: {r}\n" for r in TORCH_CPU_REQUIRES))
         z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: ascend_kvc-tests\nRoot-Is-Purelib: true\n"
                    "Tag: py3-none-any\n")
         z.writestr(f"{info}/RECORD", "")
-    (folder / "constraints.txt").write_text(f"torch=={TORCH_CPU}\n")
+    (folder / "constraints.txt").write_text(f"torch=={version}\n")
     return folder
 
 
-def resolve(wheel: Path, extra: str, arch: str, stand_in: Path, tmp: Path) -> dict[str, str]:
+def resolve(wheel: Path, extra: str, arch: str, make_stand_in, tmp: Path) -> dict[str, str]:
     """``{distribution: version}`` that ``pip install 'ascend_kvc[extra]'`` would install on ``arch``."""
+    stand_in = make_stand_in(TORCH_CPU[extra])
     report = tmp / f"report-{extra}-{arch}.json"
     cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
            "--disable-pip-version-check", "--retries", "1", "--timeout", "30",
@@ -141,8 +148,8 @@ def resolve(wheel: Path, extra: str, arch: str, stand_in: Path, tmp: Path) -> di
 def test_npu_extra_resolves_triton_ascend_and_no_community_triton(wheel, torch_cpu_stand_in, tmp_path, arch):
     got = resolve(wheel, "npu", arch, torch_cpu_stand_in, tmp_path)
     print(f"ascend_kvc[npu] on {arch}:", " ".join(f"{k}=={v}" for k, v in sorted(got.items())))
-    assert got.get("triton-ascend") == "3.2.0" and got.get("torch-npu") == "2.14.0", got
-    assert got.get("torch") == TORCH_CPU, got
+    assert got.get("triton-ascend") == "3.2.0" and got.get("torch-npu", "").startswith("2.7.1"), got
+    assert got.get("torch") == TORCH_CPU["npu"], got
     assert not COMMUNITY_TRITON & set(got), f"community Triton in the npu set: {got}"
 
 
