@@ -16,8 +16,16 @@ def compute_units(device_type: str, index: int) -> int:
         import triton
 
         props = triton.runtime.driver.active.utils.get_device_properties(index)
-        return int(props.get("num_vectorcore") or props.get("num_aicore"))
+        # Older drivers name only the AI cores; either way at least one program.
+        return int(props.get("num_vectorcore") or props.get("num_aicore") or 1)
     return 4  # the CPU interpreter runs programs one after another; a few exercise the loop
+
+
+def _current_index(device_type: str) -> int:
+    """The current device of ``device_type`` (a tensor's device always has an index; a bare
+    ``torch.device("cuda")`` means the current one)."""
+    module = getattr(torch, device_type, None)
+    return module.current_device() if module is not None and hasattr(module, "current_device") else 0
 
 
 # Persistent programs per compute unit: one per Ascend vector core (grids above the core count
@@ -27,7 +35,7 @@ _PROGRAMS_PER_UNIT = {"npu": 1, "cuda": 8}
 
 def persistent_programs(device: torch.device, work_items: int, per_unit: int | None = None) -> int:
     """Programs for a persistent 1-D grid: ``per_unit`` per compute unit, never more than the work."""
-    units = compute_units(device.type, device.index if device.index is not None else 0)
+    units = compute_units(device.type, device.index if device.index is not None else _current_index(device.type))
     per_unit = per_unit or _PROGRAMS_PER_UNIT.get(device.type, 1)
     return max(1, min(work_items, units * per_unit))
 
