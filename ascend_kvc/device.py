@@ -25,7 +25,9 @@ def _current_index(device_type: str) -> int:
     """The current device of ``device_type`` (a tensor's device always has an index; a bare
     ``torch.device("cuda")`` means the current one)."""
     module = getattr(torch, device_type, None)
-    return module.current_device() if module is not None and hasattr(module, "current_device") else 0
+    if device_type == "cpu" or not hasattr(module, "current_device"):
+        return 0
+    return module.current_device()
 
 
 # Persistent programs per compute unit: one per Ascend vector core (grids above the core count
