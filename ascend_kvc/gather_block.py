@@ -1,4 +1,4 @@
-"""Ladder rungs 3-5: block-centric gather, one block-table lookup per physical block.
+"""Ladder rungs 3-8: block-centric gather, one block-table lookup per physical block.
 
 Each step looks up one physical block and reads its window rows as ``[ROW_TILE, BLOCK_D]`` tiles
 (on Ascend: one DMA per tile, whatever the table's order). ``ROW_TILE`` comes from a per-BLOCK_D
@@ -10,7 +10,7 @@ rotation (``FUSE_ROPE``), leaving bf16 rounding and quantisation to the framewor
 with the ``fused`` rung.
 
 Stages: ``block-gather`` (BLOCK_D 64, all masked), ``block-gather-nomask`` (64),
-``block-d128``, ``block-d256``, ``block-d512``.
+``block-d128``, ``block-d256``, ``block-d512``, ``byte-scatter`` (512 with ``FUSE_ROPE``).
 """
 
 from __future__ import annotations

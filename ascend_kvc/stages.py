@@ -2,7 +2,9 @@
 
 Every rung computes the same bytes; they differ in how the window reaches the chip and how the
 bytes leave it. Rungs up to ``block-d512`` finalize with framework tensor ops and write with an
-``index_put``; ``byte-scatter`` (the default ``ascend`` route) adds the pure-uint8 Triton scatter.
+``index_put``. ``byte-scatter`` (the default ``ascend`` route) rotates the RoPE dims in the gather,
+quantises a real bf16 tensor with framework ops and copies the bytes with a pure-uint8 Triton
+scatter: 12 device launches, no host sync. ``fused`` does all of it in one kernel, one launch.
 
 ``kernel_specializations`` is the one place that decides the kernels and constexprs of a stage:
 the launchers below run exactly what it returns, and the Ascend lowering audit compiles exactly
@@ -48,7 +50,7 @@ assert tuple(_LADDER) == ASCEND_STAGES
 WINDOW_ROWS_PER_STEP = 32
 
 _TRITON_DTYPES = {torch.float32: "*fp32", torch.bfloat16: "*bf16"}
-# The official index dtypes (SPEC): int32 table and request ids, int64 positions, boundaries, slots.
+# The operator's official index dtypes: int32 table and request ids, int64 positions, boundaries, slots.
 _INDEX_POINTERS = {
     "boundary_ptr": "*i64", "token_to_req_ptr": "*i32", "positions_ptr": "*i64", "slot_mapping_ptr": "*i64",
     "block_table_ptr": "*i32",
