@@ -1,12 +1,16 @@
-"""Ladder rungs 3-5: block-centric gather, one block-table lookup per physical block.
+"""Ladder rungs 3-8: block-centric gather, one block-table lookup per physical block.
 
-Each step loads one physical block as a ``[block_size, BLOCK_D]`` tile (on Ascend: one DMA per
-table entry, whatever the table's order). ``UNMASKED_MIDDLE`` loads the window's full middle
-blocks without masks; only the partial first and last blocks are masked. With ``BLOCK_D = 512``
-one program owns the whole head and applies the RMSNorm itself (``FUSE_RMSNORM``).
+Each step looks up one physical block and reads its window rows as ``[ROW_TILE, BLOCK_D]`` tiles
+(on Ascend: one DMA per tile, whatever the table's order). ``ROW_TILE`` comes from a per-BLOCK_D
+byte budget (``stages.row_tile``), not from the block size, so a block of any size fits the
+unified buffer. ``UNMASKED_MIDDLE`` loads the blocks strictly inside the window without masks;
+only the window's first and last blocks are masked. With ``BLOCK_D = 512`` one program owns the whole
+head and applies the RMSNorm itself (``FUSE_RMSNORM``) and, for ``byte-scatter``, the fp32 RoPE
+rotation (``FUSE_ROPE``), leaving bf16 rounding and quantisation to the framework. ``pool_window`` is the window loop, shared
+with the ``fused`` rung.
 
 Stages: ``block-gather`` (BLOCK_D 64, all masked), ``block-gather-nomask`` (64),
-``block-d128``, ``block-d256``, ``block-d512``.
+``block-d128``, ``block-d256``, ``block-d512``, ``byte-scatter`` (512 with ``FUSE_ROPE``).
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ from .triton_helpers import launch_index_kernel, online_softmax_update, resolve_
 
 
 @triton.jit
-def _load_block_tile(state_ptr, blk, rows, row_mask, dims, state_s0, state_s1, state_s2, MASKED: tl.constexpr):
-    """``(values, scores)`` of one physical block: two ``[BLOCK_BS, BLOCK_D]`` fp32 tiles."""
-    base = state_ptr + blk * state_s0 + rows[:, None].to(tl.int64) * state_s1  # [BLOCK_BS, 1]
+def _load_rows(block_ptr, rows, row_mask, dims, state_s1, state_s2, MASKED: tl.constexpr):
+    """``(values, scores)`` of ``rows`` of one physical block: two ``[ROW_TILE, BLOCK_D]`` fp32 tiles."""
+    base = block_ptr + rows[:, None].to(tl.int64) * state_s1  # [ROW_TILE, 1]
     if MASKED:
         values = tl.load(base + dims[None, :] * state_s2, mask=row_mask[:, None], other=0.0).to(tl.float32)
         scores = tl.load(base + (512 + dims)[None, :] * state_s2, mask=row_mask[:, None], other=float("-inf"))
@@ -40,6 +44,90 @@ def _lookup_block(table_row, col, bt_s1, num_blocks):
 
 
 @triton.jit
+def _pool_rows(block_ptr, lo, hi, dims, state_s1, state_s2, m, l, acc, ROW_TILE: tl.constexpr):
+    """Fold rows ``lo..hi`` of one physical block into the online softmax, in masked row tiles."""
+    rows = tl.arange(0, ROW_TILE)
+    for start in range(lo, hi + 1, ROW_TILE):
+        r = start + rows  # [ROW_TILE]
+        values, scores = _load_rows(block_ptr, r, r <= hi, dims, state_s1, state_s2, True)
+        m, l, acc = online_softmax_update(m, l, acc, values, scores)
+    return m, l, acc
+
+
+@triton.jit
+def pool_window(
+    state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
+    table_row,  # in, the block-table row of the output's request, entries bt_s1 apart
+    bt_s1, num_blocks, pos, block_size, dims, state_s0, state_s1, state_s2,
+    m, l, acc, n_bad,
+    C: tl.constexpr, ROW_TILE: tl.constexpr, UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr,
+):
+    """Online softmax over the window ``[pos - C + 1, pos]`` at ``dims``, block by block.
+
+    One block-table lookup per physical block; the block's rows that lie in the window are read
+    as ``[ROW_TILE, BLOCK_D]`` tiles. With ``UNMASKED_MIDDLE`` the blocks strictly inside the
+    window are read without masks (unless ``ROWS_PADDED``: ``ROW_TILE`` does not divide
+    ``block_size``, so each block ends in a partial tile); only the window's first and last
+    blocks are masked. One masked tile loop and one unmasked one per level: bishengir-compile
+    could not fit two tile loops side by side inside the block loop into the unified buffer.
+    Returns the updated ``(m, l, acc, n_bad)``; ``n_bad`` counts block ids outside
+    ``state_cache``, which are read as block 0.
+    """
+    t0 = pos - C + 1
+    first_col = t0 // block_size
+    last_col = pos // block_size
+    lo = (t0 - first_col * block_size).to(tl.int32)
+    hi = (pos - last_col * block_size).to(tl.int32)
+    if UNMASKED_MIDDLE:
+        rows = tl.arange(0, ROW_TILE)
+        blk, bad = _lookup_block(table_row, first_col, bt_s1, num_blocks)
+        n_bad += bad
+        first_hi = tl.where(first_col == last_col, hi, block_size - 1)
+        m, l, acc = _pool_rows(state_ptr + blk * state_s0, lo, first_hi, dims, state_s1, state_s2, m, l, acc,
+                               ROW_TILE)
+        for col in range(first_col + 1, last_col):
+            blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
+            n_bad += bad
+            block_ptr = state_ptr + blk * state_s0
+            for start in range(0, block_size, ROW_TILE):
+                r = start + rows  # [ROW_TILE]
+                values, scores = _load_rows(block_ptr, r, r < block_size, dims, state_s1, state_s2, ROWS_PADDED)
+                m, l, acc = online_softmax_update(m, l, acc, values, scores)
+        if last_col > first_col:
+            blk, bad = _lookup_block(table_row, last_col, bt_s1, num_blocks)
+            n_bad += bad
+            m, l, acc = _pool_rows(state_ptr + blk * state_s0, 0, hi, dims, state_s1, state_s2, m, l, acc,
+                                   ROW_TILE)
+    else:
+        for col in range(first_col, last_col + 1):
+            blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
+            n_bad += bad
+            # Rows of this block that lie in the window.
+            col_lo = tl.where(col == first_col, lo, 0)
+            col_hi = tl.where(col == last_col, hi, block_size - 1)
+            m, l, acc = _pool_rows(state_ptr + blk * state_s0, col_lo, col_hi, dims, state_s1, state_s2,
+                                   m, l, acc, ROW_TILE)
+    return m, l, acc, n_bad
+
+
+@triton.jit
+def _rotate_rope_dims(y, cos_sin_row_ptr, cs_s1, ok):
+    """``y [512]`` with the GPT-J pairs of dims 448..511 rotated (fp32); every other dim unchanged.
+
+    Pairs are split out of ``y`` and interleaved back in registers; the cos/sin row is read as
+    contiguous (masked) vectors, and not at all when ``ok`` is false.
+    """
+    even, odd = tl.split(tl.reshape(y, [256, 2]))  # y[2j], y[2j + 1]
+    j = tl.arange(0, 256)
+    rope = j >= 224  # pair k = j - 224 of the 32 RoPE pairs
+    cos = tl.load(cos_sin_row_ptr + (j - 224) * cs_s1, mask=rope & ok, other=1.0)
+    sin = tl.load(cos_sin_row_ptr + (j - 192) * cs_s1, mask=rope & ok, other=0.0)
+    even_rot = tl.where(rope, even * cos - odd * sin, even)
+    odd_rot = tl.where(rope, odd * cos + even * sin, odd)
+    return tl.interleave(even_rot, odd_rot)
+
+
+@triton.jit
 def _block_gather_softmax_kernel(
     state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
     boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
@@ -51,79 +139,46 @@ def _block_gather_softmax_kernel(
     state_s0, state_s1, state_s2, bt_s0, bt_s1,
     weight_ptr,  # in, [512], bfloat16/float32 (read with FUSE_RMSNORM only)
     eps,
-    C: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_BS: tl.constexpr,
+    cos_sin_ptr,  # in, [max_pos, 64], float32 (read with FUSE_ROPE only)
+    cs_s0, cs_s1,
+    C: tl.constexpr, BLOCK_D: tl.constexpr, ROW_TILE: tl.constexpr,
     UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr, FUSE_RMSNORM: tl.constexpr,
+    FUSE_ROPE: tl.constexpr,
 ):
     D_TILES: tl.constexpr = 512 // BLOCK_D
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     d = tl.arange(0, BLOCK_D)
-    rows = tl.arange(0, BLOCK_BS)
     for work in range(pid, num_outputs * D_TILES, num_programs):
         i = work // D_TILES
         dims = (work % D_TILES) * BLOCK_D + d  # [BLOCK_D]
         ok, req, pos, slot = resolve_output(
             i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
             num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-        t0 = pos - C + 1
-        first_col = t0 // block_size
-        last_col = pos // block_size
-        table_row = block_table_ptr + req * bt_s0
         m = tl.full([BLOCK_D], float("-inf"), tl.float32)
         l = tl.zeros([BLOCK_D], tl.float32)
         acc = tl.zeros([BLOCK_D], tl.float32)
         n_bad = tl.where(ok, 0, 1)
         if ok:
-            # Rows of a block that lie in the window: t0 - col*bs <= row <= pos - col*bs.
-            lo = (t0 - first_col * block_size).to(tl.int32)
-            hi = (pos - last_col * block_size).to(tl.int32)
-            if UNMASKED_MIDDLE:
-                # Partial first block, full middle blocks without masks, partial last block.
-                blk, bad = _lookup_block(table_row, first_col, bt_s1, num_blocks)
-                n_bad += bad
-                first_hi = tl.where(first_col == last_col, hi, block_size - 1)
-                values, scores = _load_block_tile(state_ptr, blk, rows,
-                                                  (rows >= lo) & (rows <= first_hi), dims,
-                                                  state_s0, state_s1, state_s2, True)
-                m, l, acc = online_softmax_update(m, l, acc, values, scores)
-                for col in range(first_col + 1, last_col):
-                    blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
-                    n_bad += bad
-                    values, scores = _load_block_tile(state_ptr, blk, rows, rows < block_size, dims,
-                                                      state_s0, state_s1, state_s2, ROWS_PADDED)
-                    m, l, acc = online_softmax_update(m, l, acc, values, scores)
-                if last_col > first_col:
-                    blk, bad = _lookup_block(table_row, last_col, bt_s1, num_blocks)
-                    n_bad += bad
-                    values, scores = _load_block_tile(state_ptr, blk, rows, rows <= hi, dims,
-                                                      state_s0, state_s1, state_s2, True)
-                    m, l, acc = online_softmax_update(m, l, acc, values, scores)
-            else:
-                for col in range(first_col, last_col + 1):
-                    blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
-                    n_bad += bad
-                    t = col * block_size + rows  # [BLOCK_BS]
-                    row_mask = (rows < block_size) & (t >= t0) & (t <= pos)
-                    values, scores = _load_block_tile(state_ptr, blk, rows, row_mask, dims,
-                                                      state_s0, state_s1, state_s2, True)
-                    m, l, acc = online_softmax_update(m, l, acc, values, scores)
+            m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos,
+                                           block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
+                                           C, ROW_TILE, UNMASKED_MIDDLE, ROWS_PADDED)
         c = acc / l
         if FUSE_RMSNORM:
             rrms = 1.0 / tl.sqrt(tl.sum(c * c, axis=0) / 512 + eps)
             c = c * rrms * tl.load(weight_ptr + dims).to(tl.float32)
+        if FUSE_ROPE:
+            c = _rotate_rope_dims(c, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok)
         tl.store(pooled_ptr + i * 512 + dims, c)
         if work % D_TILES == 0:
             tl.store(slot_out_ptr + i, tl.where(n_bad == 0, slot, -1))
             tl.store(rope_pos_out_ptr + i, (pos // C) * C)
 
 
-def gather(args, block_d: int, unmasked_middle: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(pooled [N, 512] fp32, slot [N] int64, rope_pos [N] int64)``; pooled is already
-    RMS-normalised when ``block_d == 512``."""
-    block_bs = triton.next_power_of_2(args.block_size)
-    return launch_index_kernel(
-        _block_gather_softmax_kernel, args, block_d,
-        extra=(args.rms_norm_weight, args.rms_norm_eps),
-        BLOCK_BS=block_bs, UNMASKED_MIDDLE=unmasked_middle, ROWS_PADDED=block_bs != args.block_size,
-        FUSE_RMSNORM=block_d == 512,
-    )
+def launch(args, spec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run ``spec`` (from ``stages.kernel_specializations``): ``(pooled [N, 512] fp32, slot [N]
+    int64, rope_pos [N] int64)``; pooled is RMS-normalised with ``FUSE_RMSNORM`` and has its RoPE
+    dims rotated (still fp32) with ``FUSE_ROPE``."""
+    cs = args.cos_sin_cache
+    return launch_index_kernel(globals()[spec.kernel], args, spec.constexprs,
+                               extra=(args.rms_norm_weight, args.rms_norm_eps, cs, cs.stride(0), cs.stride(1)))

@@ -1,8 +1,9 @@
 """Ladder rung 1, ``random-gather``: per-row block-table lookups and indirect row loads.
 
 Each step translates ``BLOCK_T`` window positions to physical rows one by one (a vector load of
-block-table entries) and gathers those rows. On a 910B this lowers to scalar loops and ran at
-~0.8x of the PyTorch baseline (ASCEND.md); it is the ladder's bottom rung, kept for comparison.
+block-table entries) and gathers those rows. triton-ascend lowers these indirect loads to scalar
+loops, and this design has been reported to run at about 0.8x of the PyTorch baseline on a 910B
+(not measured here); it is the ladder's bottom rung, kept for comparison.
 """
 
 from __future__ import annotations
@@ -12,10 +13,6 @@ import triton
 import triton.language as tl
 
 from .triton_helpers import launch_index_kernel, online_softmax_update, resolve_output
-
-BLOCK_D = 64
-BLOCK_T = 32
-
 
 @triton.jit
 def _random_gather_softmax_kernel(
@@ -63,6 +60,7 @@ def _random_gather_softmax_kernel(
             tl.store(rope_pos_out_ptr + i, (pos // C) * C)
 
 
-def gather(args) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(pooled c [N, 512] fp32, slot [N] int64, rope_pos [N] int64)``."""
-    return launch_index_kernel(_random_gather_softmax_kernel, args, BLOCK_D, BLOCK_T=BLOCK_T)
+def launch(args, spec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run ``spec`` (from ``stages.kernel_specializations``): ``(pooled c [N, 512] fp32, slot [N]
+    int64, rope_pos [N] int64)``."""
+    return launch_index_kernel(globals()[spec.kernel], args, spec.constexprs)
