@@ -27,7 +27,9 @@ EDGE_ROUTES = ["reference", "ascend:random-gather", "ascend:pre-gather", "ascend
                "ascend:block-gather-nomask", "ascend", *FALLBACK]
 if "fused" in ASCEND_STAGES:
     EDGE_ROUTES.append("ascend:fused")
-TRITON_ROUTES = [f"ascend:{s}" for s in ASCEND_STAGES] + FALLBACK
+# Every stage resolves its indices in one of these ways: per-row, framework pre-gather, block
+# tiles (all block stages share resolve_output), the split gather.
+ROPE_ROUTES = ["reference", "ascend:random-gather", "ascend:pre-gather", "ascend:block-gather", "ascend", *FALLBACK]
 
 
 # --- the scale exponent over every finite non-negative bf16 value ------------------------------
@@ -150,7 +152,7 @@ def _rope_edge_case():
     return w
 
 
-@pytest.mark.parametrize("route", ["reference", *TRITON_ROUTES])
+@pytest.mark.parametrize("route", ROPE_ROUTES)
 def test_rope_row_is_the_last_row(route):
     w = _rope_edge_case()
     w.cos_sin_cache = w.cos_sin_cache[:257].clone()  # row 256 = max_pos - 1: valid
@@ -159,7 +161,7 @@ def test_rope_row_is_the_last_row(route):
     assert report.num_outputs_written == 3
 
 
-@pytest.mark.parametrize("route", ["reference", *TRITON_ROUTES])
+@pytest.mark.parametrize("route", ROPE_ROUTES)
 def test_rope_row_one_past_the_end(route):
     w = _rope_edge_case()
     w.cos_sin_cache = w.cos_sin_cache[:256].clone()  # row 256 = max_pos: invalid for output 2
@@ -169,7 +171,7 @@ def test_rope_row_one_past_the_end(route):
     assert report.num_outputs_written == 2
 
 
-@pytest.mark.parametrize("route", ["reference", *TRITON_ROUTES])
+@pytest.mark.parametrize("route", ROPE_ROUTES)
 def test_empty_cos_sin_cache_writes_nothing(route):
     w = _rope_edge_case()
     w.cos_sin_cache = w.cos_sin_cache[:0]

@@ -164,29 +164,35 @@ def test_fuzz_bad_index_values(case, validate):
 # --- bad metadata ----------------------------------------------------------------------------------
 
 def _metadata_defects(w):
+    """argument -> ways to break it (built lazily: only the drawn one is made)."""
     return {
-        "state_cache": [w.state_cache.double(), w.state_cache[0], w.state_cache[..., :1000], w.state_cache.tolist()[:1]],
-        "token_to_req": [w.token_to_req.float(), w.token_to_req[:, None], w.token_to_req.to(torch.int16)],
-        "positions": [w.positions[:-1], w.positions.double(), 3],
-        "boundary_token_indices": [w.boundary_token_indices.to(torch.int16), w.boundary_token_indices[:, None]],
-        "block_table": [w.block_table.view(-1), w.block_table.float(), w.block_table[None]],
-        "rms_norm_weight": [w.rms_norm_weight[:256], w.rms_norm_weight.half(), w.rms_norm_weight[None]],
-        "cos_sin_cache": [w.cos_sin_cache[:, :32], w.cos_sin_cache.double(), w.cos_sin_cache.bfloat16()],
-        "kv_slot_mapping": [w.kv_slot_mapping.float(), w.kv_slot_mapping[:-1], None],
-        "kv_cache": [w.kv_cache.to(torch.int8), w.kv_cache[:, :37000], w.kv_cache[0]],
-        "block_size": [0, -8, 8.0, True, w.block_size + 1],
-        "compress_ratio": [64, 1024, 128.0, None],
-        "rms_norm_eps": [float("inf"), float("nan"), -1.0, "1e-6"],
+        "state_cache": [lambda: w.state_cache.double(), lambda: w.state_cache[0], lambda: w.state_cache[..., :1000],
+                        lambda: [[0.0] * 1024]],
+        "token_to_req": [lambda: w.token_to_req.float(), lambda: w.token_to_req[:, None],
+                         lambda: w.token_to_req.to(torch.int16)],
+        "positions": [lambda: w.positions[:-1], lambda: w.positions.double(), lambda: 3],
+        "boundary_token_indices": [lambda: w.boundary_token_indices.to(torch.int16),
+                                   lambda: w.boundary_token_indices[:, None]],
+        "block_table": [lambda: w.block_table.view(-1), lambda: w.block_table.float(), lambda: w.block_table[None]],
+        "rms_norm_weight": [lambda: w.rms_norm_weight[:256], lambda: w.rms_norm_weight.half(),
+                            lambda: w.rms_norm_weight[None]],
+        "cos_sin_cache": [lambda: w.cos_sin_cache[:, :32], lambda: w.cos_sin_cache.double(),
+                          lambda: w.cos_sin_cache.bfloat16()],
+        "kv_slot_mapping": [lambda: w.kv_slot_mapping.float(), lambda: w.kv_slot_mapping[:-1], lambda: None],
+        "kv_cache": [lambda: w.kv_cache.to(torch.int8), lambda: w.kv_cache[:, :37000], lambda: w.kv_cache[0]],
+        "block_size": [lambda: 0, lambda: -8, lambda: 8.0, lambda: True, lambda: w.block_size + 1],
+        "compress_ratio": [lambda: 64, lambda: 1024, lambda: 128.0, lambda: None],
+        "rms_norm_eps": [lambda: float("inf"), lambda: float("nan"), lambda: -1.0, lambda: "1e-6"],
     }
 
 
 @settings(max_examples=40, **FUZZ)
 @given(st.sampled_from(NAMES), st.integers(0, 4), st.booleans(), st.sampled_from(ROUTES))
 def test_fuzz_bad_metadata(name, k, validate, route):
-    w = general_case(128, 8, seed=k, device=DEVICE)
+    w = general_case(128, 8, seed=k, num_reqs=1, outputs_per_req=2, device=DEVICE)
     defects = _metadata_defects(w)[name]
     kwargs = dict(zip(NAMES, w.args()))
-    kwargs[name] = defects[k % len(defects)]
+    kwargs[name] = defects[k % len(defects)]()
     out = w.kv_cache.clone()
     with pytest.raises((TypeError, ValueError)) as info:
         c128_256_512_compress(**kwargs, out=out, route=route, validate=validate)
