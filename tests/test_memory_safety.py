@@ -43,11 +43,11 @@ def _own_slot_mask(cache, slot):
     *((route, v) for route in ("reference", "ascend", *FALLBACK) for v in (float("inf"), float("-inf"))),
 ])
 def test_non_finite_state_only_touches_its_own_slot(route, bad_value):
-    w = make_workload(2, 512, 128, shuffle=True, nonzero_cache=True, seed=92, device=DEVICE)  # disjoint windows
+    w = make_workload(2, 256, 128, shuffle=True, nonzero_cache=True, seed=92, device=DEVICE)  # disjoint windows
     clean = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route, validate=False)
     tok = int(w.boundary_token_indices[1])
     r, p = int(w.token_to_req[tok]), int(w.positions[tok])
-    blk = int(w.block_table[r, (p - 40) // 8])  # a block only output 1 reads
+    blk = int(w.block_table[r, (p - 40) // 8])  # a block only output 1 (request 1) reads
     w.state_cache[blk, 3, 7] = bad_value  # one value
     w.state_cache[blk, 5, 512 + 9] = bad_value  # one score
     dirty = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route, validate=False)
