@@ -88,3 +88,23 @@ def test_two_streams_on_disjoint_slots_match_serial_calls(route):
             call(part, concurrent)
     torch.cuda.synchronize()
     assert torch.equal(serial, concurrent)
+
+
+@pytest.mark.parametrize("route", ["reference", "ascend", *FALLBACK])
+def test_shared_slot_with_validate_false_holds_writers_bytes(route):
+    """Two outputs mapped to one slot: rejected with validate=True; with validate=False every byte
+    of that slot is one writer's byte (which one is not promised) and every other slot is exact."""
+    from cases import general_case
+    from ascend_kvc.oracle import check_cache
+
+    w = general_case(128, 8, seed=95, device=DEVICE, skip_some=False)
+    t0, t2 = int(w.boundary_token_indices[0]), int(w.boundary_token_indices[2])
+    w.kv_slot_mapping[t2] = w.kv_slot_mapping[t0]
+    with pytest.raises(ValueError, match="kv_slot_mapping: outputs 0 and 2"):
+        c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route)
+    got = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route, validate=False)
+    report = check_cache(w.checked_args(), got, w.kv_cache)
+    assert report.ok and report.notes, str(report)
+    page, o = divmod(int(w.kv_slot_mapping[t0]), 64)
+    got[page, 36864 + o * 8 + 7] = 1  # a pad byte neither writer writes
+    assert not check_cache(w.checked_args(), got, w.kv_cache).ok
