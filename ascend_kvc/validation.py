@@ -212,8 +212,19 @@ def _raise_on_shared_slots(plan: OutputPlan, args: CompressArgs) -> None:
 
 
 def raise_on_bad_values(plan: OutputPlan | None, args: CompressArgs) -> None:
-    """``check_values(args)``; ``plan`` is not needed (kept for callers that compute one anyway)."""
-    check_values(args)
+    """``check_values`` for a caller that has already paid for a detailed ``plan``: the same
+    errors, from the plan's checks, and one host sync. Without a plan: ``check_values(args)``."""
+    if plan is None:
+        check_values(args)
+        return
+    if not plan.checks or plan.slot.numel() == 0:
+        return
+    ordered = plan.slot.sort().values  # -1 for skipped and invalid outputs
+    shared = (ordered[1:] == ordered[:-1]) & (ordered[1:] >= 0)
+    if not bool(torch.stack([b for _, _, b in plan.checks]).any() | shared.any()):  # the one sync
+        return
+    _raise_first_offending(plan, args)
+    _raise_on_shared_slots(plan, args)
 
 
 def _raise_first_offending(plan: OutputPlan, args: CompressArgs) -> None:

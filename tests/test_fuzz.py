@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from ascend_kvc import ASCEND_STAGES, c128_256_512_compress
 from ascend_kvc.oracle import _resolve, check_cache
-from ascend_kvc.validation import check_metadata
+from ascend_kvc.indexing import plan_for
+from ascend_kvc.validation import check_metadata, check_values, raise_on_bad_values
 
 from cases import general_case
 
@@ -131,11 +132,21 @@ def bad_value_cases(draw):
     return w, perturbations, draw(st.sampled_from(ROUTES))
 
 
+def _message(check) -> str | None:
+    try:
+        check()
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 @settings(max_examples=40, **FUZZ)
 @given(bad_value_cases(), st.booleans())
 def test_fuzz_bad_index_values(case, validate):
     w, perturbations, route = case
     args = w.checked_args()
+    # The cheap check (check_values) and the plan-based one the API may use agree, message for message.
+    assert _message(lambda: check_values(args)) == _message(lambda: raise_on_bad_values(plan_for(args), args))
     res = _resolve(args)
     n_tokens = w.token_to_req.shape[0]
     b = w.boundary_token_indices.long().cpu()

@@ -219,3 +219,28 @@ def test_skipped_outputs_never_share_a_slot(w):
 @pytest.mark.parametrize("eps", [float("inf"), float("-inf"), float("nan"), -1e-6])
 def test_non_finite_or_negative_eps(w, eps):
     _expect(w, ValueError, r"rms_norm_eps must be a finite float >= 0", rms_norm_eps=eps)
+
+
+@pytest.mark.parametrize("defect", [
+    lambda w: w.positions.__setitem__(_output_token(w, 2), 5),
+    lambda w: w.token_to_req.__setitem__(_output_token(w, 3), w.block_table.shape[0]),
+    lambda w: w.positions.__setitem__(_output_token(w, 0), w.block_table.shape[1] * w.block_size + 3),
+    lambda w: w.kv_slot_mapping.__setitem__(_output_token(w, 4), w.kv_cache.shape[0] * 64),
+    lambda w: w.boundary_token_indices.__setitem__(3, -1),
+    lambda w: setattr(w, "cos_sin_cache", w.cos_sin_cache[:128]),
+    lambda w: setattr(w, "cos_sin_cache", w.cos_sin_cache[:0]),
+    lambda w: setattr(w, "block_table", w.block_table[:, :0]),
+    lambda w: w.kv_slot_mapping.__setitem__(_output_token(w, 5), int(w.kv_slot_mapping[_output_token(w, 0)])),
+])
+def test_cheap_and_detailed_checks_give_the_same_message(w, defect):
+    from ascend_kvc.indexing import plan_for
+    from ascend_kvc.validation import check_values, raise_on_bad_values
+
+    defect(w)
+    args = w.checked_args()
+    messages = []
+    for check in (lambda: check_values(args), lambda: raise_on_bad_values(plan_for(args), args)):
+        with pytest.raises(ValueError) as info:
+            check()
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
