@@ -302,7 +302,7 @@ def check_cache(args, got: torch.Tensor, before: torch.Tensor, truth: Truth | No
     if bool((counts > 1).any()):
         notes.append(f"{int((counts > 1).sum())} slots are written by more than one output")
         still_bad = torch.ones(unique.numel(), SLOT_BYTES, dtype=torch.int32, device=got.device)
-        still_bad.index_reduce_(0, inverse, bad_in_slots.to(torch.int32), "amin")
+        still_bad.scatter_reduce_(0, inverse[:, None].expand(-1, SLOT_BYTES), bad_in_slots.to(torch.int32), "amin")
         first_writer = torch.arange(inverse.numel(), device=got.device) == _first_index(inverse)
         bad_in_slots = still_bad[inverse].bool() & first_writer[:, None]  # count each slot once
 
