@@ -80,6 +80,8 @@ def _pow2_exponent_from_bits(amax: torch.Tensor) -> torch.Tensor:
 
 def rotate_rope(y: torch.Tensor, rope_pos: torch.Tensor, cos_sin_cache: torch.Tensor) -> torch.Tensor:
     """GPT-J interleaved RoPE of dims 448..511 at position ``rope_pos``: ``[N, 64]`` in ``y``'s dtype."""
+    if cos_sin_cache.shape[0] == 0:  # no row exists, so every output is invalid: rotate by zeros
+        cos_sin_cache = cos_sin_cache.new_zeros(1, cos_sin_cache.shape[1])
     cos_sin = cos_sin_cache[rope_pos].to(y.dtype)
     cos, sin = cos_sin[:, :ROPE_PAIRS], cos_sin[:, ROPE_PAIRS:]
     u, w = y[:, NOPE_DIM::2], y[:, NOPE_DIM + 1 :: 2]

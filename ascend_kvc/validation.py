@@ -1,19 +1,23 @@
 """Argument checks (SPEC "Bad input"): metadata always, values when ``validate=True``.
 
-Metadata checks read only shapes, dtypes and devices. Value checks run as one batched pass over
-all outputs (``indexing.plan_outputs``) and cost one host sync; they raise before anything is
-written.
+Metadata checks read only shapes, dtypes and devices. Value checks (``check_values``) cost a
+couple of dozen framework ops and one host sync, whatever the number of outputs: on an NPU every
+framework op is a launch, so the common case (nothing wrong) only asks "is anything wrong?". When
+something is, the detailed per-check pass (``indexing.plan_outputs``) names the first offending
+output; that path may cost more, it raises anyway. Both raise before anything is written.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import numbers
 from dataclasses import dataclass
 
 import torch
 
-from .indexing import OutputPlan
-from .layout import COMPRESS_RATIOS, COS_SIN_WIDTH, HEAD_DIM, PAGE_BYTES, STATE_WIDTH
+from .indexing import OutputPlan, plan_for
+from .layout import COMPRESS_RATIOS, COS_SIN_WIDTH, HEAD_DIM, PAGE_BYTES, SLOTS_PER_PAGE, STATE_WIDTH
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
@@ -101,7 +105,8 @@ def check_metadata(
         raise TypeError(f"compress_ratio must be an int, got {type(compress_ratio).__name__}")
     if compress_ratio not in COMPRESS_RATIOS:
         raise ValueError(f"compress_ratio must be one of {COMPRESS_RATIOS}, got {compress_ratio}")
-    if isinstance(rms_norm_eps, bool) or not isinstance(rms_norm_eps, numbers.Real) or not rms_norm_eps >= 0:
+    if (isinstance(rms_norm_eps, bool) or not isinstance(rms_norm_eps, numbers.Real)
+            or not math.isfinite(rms_norm_eps) or rms_norm_eps < 0):
         raise ValueError(f"rms_norm_eps must be a finite float >= 0, got {rms_norm_eps!r}")
 
     num_tokens = token_to_req.shape[0]
@@ -134,8 +139,96 @@ def check_metadata(
     )
 
 
-def raise_on_bad_values(plan: OutputPlan, args: CompressArgs) -> None:
-    """Raise ``ValueError`` naming the first offending output; one host sync for all checks."""
+@functools.lru_cache(maxsize=64)
+def _window_samples(compress_ratio: int, block_size: int, device: torch.device) -> torch.Tensor:
+    """Offsets ``0, bs, 2 bs, ... (< C), C - 1`` back from p: positions that hit every block column
+    of the window ``[p - C + 1, p]`` at least once (consecutive samples are at most bs apart)."""
+    offsets = list(range(0, compress_ratio, block_size)) + [compress_ratio - 1]
+    return torch.tensor(offsets, dtype=torch.int64, device=device)
+
+
+def _anything_wrong(args: CompressArgs) -> torch.Tensor | None:
+    """A 0-d bool tensor: does any output fail a value check, or share a slot with another?
+
+    About two dozen framework ops and no host sync. ``None`` when a dimension is empty or no
+    position can be valid, which the detailed pass handles.
+    """
+    C, bs = args.compress_ratio, args.block_size
+    num_tokens = args.token_to_req.shape[0]
+    num_reqs, width = args.block_table.shape
+    num_blocks = args.state_cache.shape[0]
+    # The last valid boundary position: its window must fit the table and its RoPE row the cache.
+    max_pos = min(width * bs, C * -(-args.cos_sin_cache.shape[0] // C)) - 1
+    if min(num_tokens, num_reqs, width, num_blocks) == 0 or max_pos < C - 1:
+        return None
+    b = args.boundary_token_indices
+    b_safe = b.clamp(0, num_tokens - 1)
+    per_token = torch.stack([args.token_to_req, args.positions, args.kv_slot_mapping], dim=1)  # [T, 3] int64
+    req, pos, slot = per_token[b_safe].unbind(1)
+    t = pos[:, None] - _window_samples(C, bs, b.device)  # [N, K] window positions, every column hit
+    t_safe = t.clamp(0, max_pos)  # catches p < C - 1, a column past the table, a RoPE row past the cache
+    req_safe = req.clamp(0, num_reqs - 1)
+    blk = args.block_table[req_safe[:, None], t_safe.div(bs, rounding_mode="floor")]  # [N, K]
+    got = torch.cat([t, blk, req[:, None], slot[:, None]], dim=1)
+    safe = torch.cat([t_safe, blk.clamp(0, num_blocks - 1), req_safe[:, None],
+                      slot.clamp(max=args.kv_cache.shape[0] * SLOTS_PER_PAGE - 1)[:, None]], dim=1)
+    bad = ((got != safe).any(dim=1) & (slot >= 0)) | (b != b_safe)  # skipped outputs: only b is checked
+    ordered = slot.sort().values
+    shared = (ordered[1:] == ordered[:-1]) & (ordered[1:] >= 0)
+    return torch.cat([bad, shared]).any()
+
+
+def check_values(args: CompressArgs) -> None:
+    """Raise ``ValueError`` naming the first offending output, or two outputs sharing a slot.
+
+    One host sync. Two outputs (not skipped) mapped to the same slot are rejected: their bytes
+    would race. With ``validate=False`` nothing checks this, and a shared slot ends up with the
+    bytes of one writer, or a per-byte mix of several.
+    """
+    if args.num_outputs == 0:
+        return
+    wrong = _anything_wrong(args)
+    if wrong is not None and not bool(wrong):  # the one sync
+        return
+    plan = plan_for(args)
+    _raise_first_offending(plan, args)
+    _raise_on_shared_slots(plan, args)
+    if wrong is not None:
+        raise AssertionError("ascend_kvc: the value checks disagree; please report this input")
+
+
+def _raise_on_shared_slots(plan: OutputPlan, args: CompressArgs) -> None:
+    slots = plan.slot.tolist()
+    first_writer: dict[int, int] = {}
+    for j, s in enumerate(slots):
+        if s < 0:
+            continue
+        if s in first_writer:
+            i = first_writer[s]
+            bi, bj = int(args.boundary_token_indices[i]), int(args.boundary_token_indices[j])
+            raise ValueError(f"kv_slot_mapping: outputs {i} and {j} (boundary tokens {bi} and {bj}) map to the "
+                             f"same slot {s}; nothing was written")
+        first_writer[s] = j
+
+
+def raise_on_bad_values(plan: OutputPlan | None, args: CompressArgs) -> None:
+    """``check_values`` for a caller that has already paid for a detailed ``plan``: the same
+    errors, from the plan's checks, and one host sync. Without a plan: ``check_values(args)``."""
+    if plan is None:
+        check_values(args)
+        return
+    if not plan.checks or plan.slot.numel() == 0:
+        return
+    ordered = plan.slot.sort().values  # -1 for skipped and invalid outputs
+    shared = (ordered[1:] == ordered[:-1]) & (ordered[1:] >= 0)
+    if not bool(torch.stack([b for _, _, b in plan.checks]).any() | shared.any()):  # the one sync
+        return
+    _raise_first_offending(plan, args)
+    _raise_on_shared_slots(plan, args)
+
+
+def _raise_first_offending(plan: OutputPlan, args: CompressArgs) -> None:
+    """Raise ``ValueError`` naming the first offending output of a detailed ``plan``."""
     if not plan.checks or plan.slot.numel() == 0:
         return
     bad = torch.stack([b for _, _, b in plan.checks])  # [num_checks, N]

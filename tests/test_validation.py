@@ -157,3 +157,90 @@ def test_skipped_outputs_are_not_validated(w):
     assert int(w.kv_slot_mapping[tok]) == -1  # general_case skips output 1
     w.positions[tok] = 0
     _call(w, out=w.kv_cache.clone())  # no error: a skipped output reads nothing
+
+
+# --- cost, shared slots, non-finite eps ---------------------------------------------------------
+
+_VIEW_OPS = {"unsqueeze", "squeeze", "slice", "select", "unbind", "view", "_unsafe_view", "expand", "alias",
+             "t", "transpose", "as_strided", "detach", "lift_fresh"}
+
+
+def _count_ops(fn):
+    """``(compute ops, host syncs)`` that ``fn`` dispatches to ATen; views are free."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Counter(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    with Counter() as counter:
+        fn()
+    compute = [op for op in counter.ops if op not in _VIEW_OPS]
+    return compute, sum(op in ("_local_scalar_dense", "item") for op in compute)
+
+
+@pytest.mark.parametrize("block_size,outputs_per_req", [(8, 3), (1, 3), (64, 12)])
+def test_value_checks_cost_a_few_ops_and_one_sync(block_size, outputs_per_req):
+    from ascend_kvc.validation import check_values
+
+    args = general_case(128, block_size, seed=22, outputs_per_req=outputs_per_req).checked_args()
+    check_values(args)  # warm the cached window offsets
+    ops, syncs = _count_ops(lambda: check_values(args))
+    print(f"check_values: {len(ops)} ATen compute ops, {syncs} host sync: {ops}")
+    assert syncs == 1
+    assert len(ops) <= 25, ops  # was ~70 with the per-check pass
+
+
+def test_two_outputs_sharing_a_slot(w):
+    slot = int(w.kv_slot_mapping[_output_token(w, 2)])
+    w.kv_slot_mapping[_output_token(w, 4)] = slot
+    b2, b4 = _output_token(w, 2), _output_token(w, 4)
+    err = _expect(w, ValueError, rf"kv_slot_mapping: outputs 2 and 4 \(boundary tokens {b2} and {b4}\) map to "
+                                 rf"the same slot {slot}; nothing was written")
+    assert "outputs 2 and 4" in str(err)
+
+
+def test_a_range_error_is_named_before_a_shared_slot(w):
+    w.kv_slot_mapping[_output_token(w, 4)] = int(w.kv_slot_mapping[_output_token(w, 2)])
+    w.positions[_output_token(w, 5)] = 3
+    _expect(w, ValueError, r"positions: output 5 ")
+
+
+def test_skipped_outputs_never_share_a_slot(w):
+    w.kv_slot_mapping[_output_token(w, 3)] = -1  # now outputs 1 and 3 both skip with slot -1
+    _call(w, out=w.kv_cache.clone())
+
+
+@pytest.mark.parametrize("eps", [float("inf"), float("-inf"), float("nan"), -1e-6])
+def test_non_finite_or_negative_eps(w, eps):
+    _expect(w, ValueError, r"rms_norm_eps must be a finite float >= 0", rms_norm_eps=eps)
+
+
+@pytest.mark.parametrize("defect", [
+    lambda w: w.positions.__setitem__(_output_token(w, 2), 5),
+    lambda w: w.token_to_req.__setitem__(_output_token(w, 3), w.block_table.shape[0]),
+    lambda w: w.positions.__setitem__(_output_token(w, 0), w.block_table.shape[1] * w.block_size + 3),
+    lambda w: w.kv_slot_mapping.__setitem__(_output_token(w, 4), w.kv_cache.shape[0] * 64),
+    lambda w: w.boundary_token_indices.__setitem__(3, -1),
+    lambda w: setattr(w, "cos_sin_cache", w.cos_sin_cache[:128]),
+    lambda w: setattr(w, "cos_sin_cache", w.cos_sin_cache[:0]),
+    lambda w: setattr(w, "block_table", w.block_table[:, :0]),
+    lambda w: w.kv_slot_mapping.__setitem__(_output_token(w, 5), int(w.kv_slot_mapping[_output_token(w, 0)])),
+])
+def test_cheap_and_detailed_checks_give_the_same_message(w, defect):
+    from ascend_kvc.indexing import plan_for
+    from ascend_kvc.validation import check_values, raise_on_bad_values
+
+    defect(w)
+    args = w.checked_args()
+    messages = []
+    for check in (lambda: check_values(args), lambda: raise_on_bad_values(plan_for(args), args)):
+        with pytest.raises(ValueError) as info:
+            check()
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]

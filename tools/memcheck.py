@@ -1,0 +1,194 @@
+"""Memory safety with validate=False: every route on every kind of out-of-range index.
+
+Run under NVIDIA's compute-sanitizer on a GPU, where any read or write outside an allocation is
+reported::
+
+    compute-sanitizer --tool memcheck python tools/memcheck.py
+
+Each scenario gives one kind of bad index to some outputs (the others stay valid) and calls a
+route with ``validate=False`` on guarded tensors: ``kv_cache`` (written in place) and
+``state_cache`` are interior views of larger buffers whose margins hold a pattern (0x5A bytes,
+NaN state rows). Afterwards the margins must be untouched, the bad outputs' slots must keep
+their bytes and every valid output must hold the float64 truth's bytes (a read of a NaN guard
+row would show there). Without a GPU it runs the same kernels under the Triton interpreter
+(``--small``, also a test in tests/test_memory_safety.py). Exit status 1 if anything failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable
+
+GUARD_BYTE = 0x5A
+GUARD_PAGES = 2  # kv_cache margin before and after, in pages
+GUARD_BLOCKS = 2  # state_cache margin before and after, in blocks
+
+
+def _guarded(t, fill):
+    """``(buffer, view)``: ``view`` equals ``t`` and lies strictly inside ``buffer`` (same row shape)."""
+    import torch
+
+    rows = t.shape[0]
+    margin = GUARD_PAGES if t.dtype == torch.uint8 else GUARD_BLOCKS
+    buf = torch.full((rows + 2 * margin, *t.shape[1:]), fill, dtype=t.dtype, device=t.device)
+    view = buf[margin:margin + rows]
+    view.copy_(t)
+    return buf, view
+
+
+def _workload(C: int, block_size: int, device: str, seed: int):
+    """Two requests, outputs at several window positions, slots shuffled, a non-zero cache."""
+    import torch
+
+    from ascend_kvc.workloads import make_workload
+
+    L = C + 3 * block_size + 37
+    w = make_workload(2, 2 * L, C, block_size=block_size, shuffle=True, nonzero_cache=True, seed=seed, device=device)
+    positions = [C - 1, C + 5, L - 1]
+    boundary = [r * L + p for r in range(2) for p in positions]
+    num_slots = w.kv_cache.shape[0] * 64
+    if num_slots < len(boundary) + 1:
+        extra = torch.randint(0, 256, (1, w.kv_cache.shape[1]), dtype=torch.uint8, device=device)
+        w.kv_cache = torch.cat([w.kv_cache, extra])
+        num_slots += 64
+    slots = torch.randperm(num_slots, generator=torch.Generator().manual_seed(seed))[:len(boundary)]
+    mapping = torch.full((2 * L,), -1, dtype=torch.int64)
+    mapping[boundary] = slots
+    w.boundary_token_indices = torch.tensor(boundary, device=device)
+    w.kv_slot_mapping = mapping.to(device)
+    return w
+
+
+def _window(w, i):
+    tok = int(w.boundary_token_indices[i])
+    return tok, int(w.token_to_req[tok]), int(w.positions[tok])
+
+
+def _scenarios() -> dict[str, Callable]:
+    """name -> defect(w): make some outputs invalid in one way."""
+    import torch
+
+    def position_too_small(w):
+        w.positions[_window(w, 0)[0]] = w.compress_ratio - 2
+
+    def request_one_past(w):
+        w.token_to_req[_window(w, 1)[0]] = w.block_table.shape[0]
+
+    def request_negative(w):
+        w.token_to_req[_window(w, 1)[0]] = -1
+
+    def slot_one_past(w):
+        w.kv_slot_mapping[_window(w, 2)[0]] = w.kv_cache.shape[0] * 64
+
+    def column_past_table(w):
+        w.positions[_window(w, 2)[0]] = w.block_table.shape[1] * w.block_size
+
+    def block_one_past(w):
+        _, r, p = _window(w, 3)
+        w.block_table[r, (p - w.compress_ratio // 2) // w.block_size] = w.state_cache.shape[0]
+
+    def block_negative_first(w):
+        _, r, p = _window(w, 4)
+        w.block_table[r, (p - w.compress_ratio + 1) // w.block_size] = -3
+
+    def block_far_past_last(w):
+        _, r, p = _window(w, 5)
+        w.block_table[r, p // w.block_size] = 10**6
+
+    def token_index_one_past(w):
+        w.boundary_token_indices[1] = w.token_to_req.shape[0]
+
+    def token_index_negative(w):
+        w.boundary_token_indices[2] = -5
+
+    def short_cos_sin_cache(w):
+        # Output 2's RoPE row is (p // C) * C; the cache now ends right before it.
+        _, _, p = _window(w, 2)
+        w.cos_sin_cache = w.cos_sin_cache[: p // w.compress_ratio * w.compress_ratio].clone()
+
+    def empty_cos_sin_cache(w):
+        w.cos_sin_cache = w.cos_sin_cache[:0].clone()
+
+    def every_defect_at_once(w):
+        for defect in (position_too_small, request_one_past, slot_one_past, block_one_past, block_negative_first):
+            defect(w)
+        w.boundary_token_indices = torch.cat([w.boundary_token_indices, torch.tensor(
+            [w.token_to_req.shape[0], -1], dtype=w.boundary_token_indices.dtype, device=w.kv_cache.device)])
+
+    return {f.__name__: f for f in (
+        position_too_small, request_one_past, request_negative, slot_one_past, column_past_table, block_one_past,
+        block_negative_first, block_far_past_last, token_index_one_past, token_index_negative,
+        short_cos_sin_cache, empty_cos_sin_cache, every_defect_at_once)}
+
+
+def check_scenario(route: str, name: str, defect: Callable, C: int, block_size: int, device: str) -> str:
+    """Run one scenario; return "" if everything held, else what went wrong."""
+    import torch
+
+    from ascend_kvc import c128_256_512_compress
+    from ascend_kvc.oracle import check_cache
+    from ascend_kvc.validation import check_metadata
+
+    w = _workload(C, block_size, device, seed=C + block_size)
+    defect(w)
+    state_buf, w.state_cache = _guarded(w.state_cache, float("nan"))
+    kv_buf, out = _guarded(w.kv_cache, GUARD_BYTE)
+    state_guard = state_buf.clone()
+    before = out.clone()
+    c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    problems = []
+    margin = GUARD_PAGES
+    if not (bool((kv_buf[:margin] == GUARD_BYTE).all()) and bool((kv_buf[-margin:] == GUARD_BYTE).all())):
+        problems.append("a kv_cache guard byte changed")
+    if not torch.equal(state_buf.nan_to_num(7.0), state_guard.nan_to_num(7.0)):
+        problems.append("state_cache changed")
+    report = check_cache(check_metadata(*w.args(), None), out, before)
+    if not report.ok:
+        problems.append(str(report))
+    return "; ".join(problems)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="auto", help="cuda, cpu (Triton interpreter) or auto")
+    parser.add_argument("--small", action="store_true", help="C=128 only, block sizes 8 and 3")
+    parser.add_argument("--routes", nargs="*", help="routes to run (default: every route)")
+    parser.add_argument("--scenarios", nargs="*", help="scenarios to run (default: all)")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before any kernel is defined
+
+    from ascend_kvc import ASCEND_STAGES
+
+    routes = args.routes or ["reference", *(f"ascend:{s}" for s in ASCEND_STAGES), "gpgpu"]
+    scenarios = _scenarios()
+    names = args.scenarios or list(scenarios)
+    geometries = [(128, 8), (128, 3)] if args.small else [(C, bs) for C in (128, 256, 512) for bs in (1, 8, 64, 200)]
+    failures = 0
+    for C, bs in geometries:
+        for route in routes:
+            for name in names:
+                try:
+                    problem = check_scenario(route, name, scenarios[name], C, bs, device)
+                except Exception as exc:  # an exception with validate=False is itself a failure
+                    problem = f"raised {type(exc).__name__}: {exc}"
+                if problem:
+                    failures += 1
+                    print(f"FAIL C={C} block_size={bs} {route} {name}: {problem}", flush=True)
+        print(f"C={C} block_size={bs}: {len(routes) * len(names)} runs done", flush=True)
+    print(f"{failures} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    # Run as a script from a checkout: import this checkout's package, not an installed copy.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.exit(main())
