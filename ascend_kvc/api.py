@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 
 from . import routes
-from .indexing import plan_for
 from .launch import call_signature
-from .validation import check_metadata, raise_on_bad_values
+from .validation import check_metadata, check_values
 
 # Launch plans of routes that make them (``launch_plan(args, out)``), by argument signature. A
 # plan is stored only after ``check_metadata`` accepted its signature, and the signature holds
@@ -69,8 +68,9 @@ def c128_256_512_compress(
             ``kv_cache`` itself) is written in place: only the 584 bytes of each written slot change.
         route: ``"auto"`` (NPU -> ascend, CUDA -> gpgpu, CPU -> reference), ``"reference"``,
             ``"ascend"``, ``"ascend:<stage>"`` (see ``ASCEND_STAGES``) or ``"gpgpu"``.
-        validate: check index values before writing (one host sync). With ``False`` the kernels
-            skip outputs with out-of-range indices and never touch memory outside the tensors.
+        validate: check index values before writing (one host sync); two outputs sharing a slot
+            are rejected. With ``False`` the kernels skip outputs with out-of-range indices and
+            never touch memory outside the tensors; outputs sharing a slot may mix their bytes.
 
     Returns:
         The written cache: ``out`` if given, else the new tensor.
@@ -88,10 +88,8 @@ def c128_256_512_compress(
     chosen = routes.resolve(route, args.device)
     routes.check_can_run(chosen, args.device)
 
-    plan = None
     if validate:
-        plan = plan_for(args)
-        raise_on_bad_values(plan, args)
+        check_values(args)
 
     if launch is None:
         make = getattr(chosen.load(), "launch_plan", None)
@@ -114,5 +112,5 @@ def c128_256_512_compress(
         out = torch.zeros_like(kv_cache, memory_format=torch.contiguous_format)
     if args.num_outputs == 0 or args.nothing_to_read:
         return out
-    chosen.load().run(args, chosen.name, plan, out)
+    chosen.load().run(args, chosen.name, None, out)
     return out
