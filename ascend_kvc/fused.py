@@ -25,19 +25,6 @@ from .triton_helpers import resolve_output
 
 
 @triton.jit
-def _rope_halves(c8):
-    """``(cu, cw)``, each ``[32]``: ``c[448 + 2k]`` and ``c[449 + 2k]`` from ``c8 = c`` as ``[8, 64]``.
-
-    Row 7 is picked by a max over rows with every other row set to -inf: exact for every value
-    but NaN (whose bytes are free), and the sign of zero is kept. An integer masked sum of the
-    bits would be exact for NaN too, but bishengir-compile planned it past the unified buffer.
-    """
-    g = tl.arange(0, 8)
-    rope = tl.max(tl.where(g[:, None] == 7, c8, float("-inf")), axis=0)  # [64]
-    return tl.split(tl.reshape(rope, [32, 2]))
-
-
-@triton.jit
 def _fused_compress_kernel(
     state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
     boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
@@ -69,10 +56,8 @@ def _fused_compress_kernel(
                                            C, ROW_TILE, True, ROWS_PADDED)
         if n_bad == 0:
             c8 = tl.reshape(acc / l, [8, 64])
-            cu, cw = _rope_halves(c8)
-            store_slot_bytes(c8, cu, cw, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,
-                             kv_cache_ptr, slot, kv_s0, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES,
-                             SLOTS_PER_PAGE)
+            store_slot_bytes(c8, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, kv_cache_ptr,
+                             slot, kv_s0, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)
 
 
 def launch(args, out, spec) -> None:

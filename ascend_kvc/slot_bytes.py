@@ -8,6 +8,13 @@ little-endian bf16 and the byte layout of the stores. The ``gpgpu`` finalizer an
 Exact on every backend and within the Triton 3.2 language (triton-ascend 3.2.0): bf16 rounding
 and ``2^-e`` come from integer bit operations, never from ``.to(tl.bfloat16)`` or ``log2``/``exp2``;
 every store is a plain uint8 store.
+
+Shapes are chosen for bishengir-compile's unified-buffer planner: nothing is reshaped to a
+trailing dimension of 2 (``tl.split``/``tl.join`` pairs). The planner pads every dimension of an
+int8 cast's buffers to 32, and a ``[32, 2]`` reshape spreads to the tensors it touches, so the
+``[8, 64]`` quantised block became ``[8, 32, 2]`` with 384 KiB of cast buffers (the unified
+buffer holds 192 KiB). The RoPE pairs are picked apart with one-hot maxima and the RoPE bytes
+leave as one ``[32, 4]`` tile built by broadcasting.
 """
 
 from __future__ import annotations
@@ -26,10 +33,26 @@ SLOT_LAYOUT_CONSTEXPRS = dict(
 
 
 @triton.jit
+def _row(x8, r: tl.constexpr):
+    """Row ``r`` of an ``[8, 64]`` tensor as ``[64]``: a max over rows with every other row -inf.
+
+    Exact for every value but NaN (whose bytes are free); the sign of zero is kept. An integer
+    masked sum of the bits would be exact for NaN too, but bishengir-compile planned it past the
+    unified buffer.
+    """
+    return tl.max(tl.where(tl.arange(0, 8)[:, None] == r, x8, float("-inf")), axis=0)
+
+
+@triton.jit
+def _pick(y, b: tl.constexpr):
+    """``[32]``: ``y[2k + b]`` of a ``[64]`` vector, by a one-hot max (exact as in ``_row``)."""
+    j = tl.arange(0, 64)[None, :]
+    return tl.max(tl.where(j == 2 * tl.arange(0, 32)[:, None] + b, y[None, :], float("-inf")), axis=1)
+
+
+@triton.jit
 def store_slot_bytes(
     c8,  # [8, 64] fp32: the pooled c, dims g * 64 + j (rows 0..6 the NOPE groups, row 7 the RoPE dims)
-    cu,  # [32] fp32: c[NOPE_DIM + 2k], the first of each RoPE pair
-    cw,  # [32] fp32: c[NOPE_DIM + 2k + 1], the second
     weight_ptr,  # in, [512], bfloat16/float32, unit stride
     eps,
     cos_sin_row_ptr,  # in, the cos_sin_cache row of (p // C) * C: 32 cos, then 32 sin, cs_s1 apart
@@ -57,17 +80,20 @@ def store_slot_bytes(
     scales = kv_cache_ptr + page * kv_s0 + SCALE_REGION + in_page * SCALE_BYTES
     tl.store(scales + g, scale_bytes.to(tl.uint8))
 
-    # The RoPE weights and bytes move as contiguous vectors, split and joined in registers:
-    # triton-ascend's front end rejects stride-2 accesses at these offsets.
-    w_u, w_w = tl.split(tl.reshape(tl.load(weight_ptr + NOPE_DIM + tl.arange(0, 64)).to(tl.float32), [32, 2]))
-    u = cu * rrms * w_u
-    w = cw * rrms * w_w
+    # RoPE: row 7 of c8 as a contiguous [64] vector, its GPT-J pairs picked apart by one-hot maxima
+    # (no [32, 2] reshape: bishengir-compile pads a trailing dim of 2 to 32 in every buffer the
+    # reshape reaches, the int8 casts included).
+    y = _row(c8, 7) * rrms * tl.load(weight_ptr + NOPE_DIM + tl.arange(0, 64)).to(tl.float32)  # [64]
+    u = _pick(y, 0)
+    w = _pick(y, 1)
     k = tl.arange(0, 32)
     cos = tl.load(cos_sin_row_ptr + k * cs_s1)
     sin = tl.load(cos_sin_row_ptr + (32 + k) * cs_s1)
     u_bits = bf16_rne_bits(u * cos - w * sin)
     w_bits = bf16_rne_bits(w * cos + u * sin)
-    low = tl.join((u_bits >> 16) & 0xFF, (w_bits >> 16) & 0xFF)  # [32, 2]: low byte of u', w'
-    high = tl.join((u_bits >> 24) & 0xFF, (w_bits >> 24) & 0xFF)
-    rope = tl.reshape(tl.join(low, high), [128])  # little-endian bf16 pairs: u' lo, u' hi, w' lo, w' hi
-    tl.store(payload + NOPE_DIM + tl.arange(0, 128), rope.to(tl.uint8))
+    # Byte b of pair k (u' lo, u' hi, w' lo, w' hi: little-endian bf16) as one contiguous [32, 4]
+    # tile, built by broadcasting, not by joins.
+    b = tl.arange(0, 4)[None, :]
+    bits = tl.where(b < 2, u_bits[:, None], w_bits[:, None])  # [32, 4]
+    rope_bytes = (bits >> (16 + 8 * (b % 2))) & 0xFF
+    tl.store(payload + NOPE_DIM + 4 * k[:, None] + b, rope_bytes.to(tl.uint8))
