@@ -20,21 +20,8 @@ import triton.language as tl
 from .device import persistent_programs
 from .gather_block import pool_window
 from .layout import SLOTS_PER_PAGE
-from .slot_bytes import store_slot_bytes
+from .slot_bytes import rope_row, store_slot_bytes
 from .triton_helpers import resolve_output
-
-
-@triton.jit
-def _rope_halves(c8):
-    """``(cu, cw)``, each ``[32]``: ``c[448 + 2k]`` and ``c[449 + 2k]`` from ``c8 = c`` as ``[8, 64]``.
-
-    Row 7 is picked by a max over rows with every other row set to -inf: exact for every value
-    but NaN (whose bytes are free), and the sign of zero is kept. An integer masked sum of the
-    bits would be exact for NaN too, but bishengir-compile planned it past the unified buffer.
-    """
-    g = tl.arange(0, 8)
-    rope = tl.max(tl.where(g[:, None] == 7, c8, float("-inf")), axis=0)  # [64]
-    return tl.split(tl.reshape(rope, [32, 2]))
 
 
 @triton.jit
@@ -69,10 +56,9 @@ def _fused_compress_kernel(
                                            C, ROW_TILE, True, ROWS_PADDED)
         if n_bad == 0:
             c8 = tl.reshape(acc / l, [8, 64])
-            cu, cw = _rope_halves(c8)
-            store_slot_bytes(c8, cu, cw, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,
+            store_slot_bytes(c8, rope_row(c8), weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,
                              kv_cache_ptr, slot, kv_s0, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES,
-                             SLOTS_PER_PAGE)
+                             SLOTS_PER_PAGE, True)
 
 
 def launch(args, out, spec) -> None:

@@ -46,10 +46,8 @@ def merge_and_store(
     base = tl.cast(i, tl.int64) * (3 * SPLITS * 512)
     g = tl.arange(0, 8)
     d2 = g[:, None] * 64 + tl.arange(0, 64)[None, :]  # [8, 64]
-    even = NOPE_DIM + 2 * tl.arange(0, 32)
     c8 = _merge_pieces(part_ptr, base, d2, SPLITS)
-    cu = _merge_pieces(part_ptr, base, even, SPLITS)
-    cw = _merge_pieces(part_ptr, base, even + 1, SPLITS)
-    store_slot_bytes(c8, cu, cw, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,
+    c_rope = _merge_pieces(part_ptr, base, NOPE_DIM + tl.arange(0, 64), SPLITS)  # row 7 again, as [64]
+    store_slot_bytes(c8, c_rope, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,
                      kv_cache_ptr, slot, kv_s0, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES,
-                     SLOTS_PER_PAGE)
+                     SLOTS_PER_PAGE, False)
