@@ -36,7 +36,9 @@ def test_bench_cli_end_to_end(tmp_path):
     data = json.load(open(tmp_path / "r.json"))
     assert data["machine"]["device"] == DEVICE and len(data["results"]) == 4 * (1 if DEVICE == "cpu" else 2)
     assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert all(float(r["host_us"]) > 0 and float(r["aten_ops"]) > 0 for r in rows)
+    # gpgpu is one Triton launch and no framework op; the reference is framework ops only.
+    assert all(float(r["host_us"]) > 0 and float(r["aten_ops"]) >= 0 for r in rows)
+    assert float(rows[0]["aten_ops"]) > 0
     if DEVICE == "cuda":
         assert all(float(r["kernels"]) >= 1 for r in rows)
     else:  # no device profiler on CPU: no number rather than a made-up one

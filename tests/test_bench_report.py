@@ -159,7 +159,8 @@ def test_report_from_a_small_run_names_the_best_rung_and_marks_a_failure(tmp_pat
     rows, info = _small_run(["reference", "ascend:pre-gather", f"ascend:{ASCEND_STAGES[-1]}"])
     assert all(r["check"] == "ok" for r in rows), [r["check_detail"] for r in rows]
     for r in rows:
-        assert r["ms"] > 0 and r["host_us"] > 0 and r["aten_ops"] > 0
+        assert r["ms"] > 0 and r["host_us"] > 0 and r["aten_ops"] >= 0  # fused: one launch, no framework op
+        assert r["aten_ops"] > 0 or r["route"] == "ascend:fused"
         if DEVICE == "cuda":
             assert r["kernels"] >= 1
     # inject a route that failed the oracle, carrying a stale time faster than anything measured
@@ -216,8 +217,9 @@ def test_cpu_launch_counts_are_labelled_and_count_triton_launches():
     assert count_device_kernels(call("gpgpu"), "cpu")["kernels"] is None
     gpgpu = count_framework_ops(call("gpgpu"), "cpu")
     ref = count_framework_ops(call("reference"), "cpu")
-    assert gpgpu["triton_launches"] >= 1 and ref["triton_launches"] == 0
-    assert ref["aten_ops"] > gpgpu["aten_ops"] > 0  # the interpreter's own copies are left out
+    assert gpgpu["triton_launches"] == 1 and ref["triton_launches"] == 0
+    # gpgpu runs no framework op of its own: any count here would be the interpreter's copies.
+    assert ref["aten_ops"] > 0 and gpgpu["aten_ops"] == 0
     rows = [{"case": "R1-T256-C128", "layout": "shuffled", "route": "gpgpu", "check": "ok", "ms": 1.0, **gpgpu}]
     text = "\n".join(summary.launch_table(rows, "cpu"))
     assert "Triton launches / call (interpreter)" in text and "interpreter's wall time" in text
