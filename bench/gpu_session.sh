@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Everything a GPU machine checks and measures, from a source tree (no install):
+#   bench/gpu_session.sh OUTDIR [tests] [memcheck] [bench]      (default: all three)
+# tests:    the whole test suite compiled on the GPU (packaging and audit tests need a package
+#           index and triton-ascend, so they are left to the CPU run);
+# memcheck: tools/memcheck.py (every route, every kind of bad index, validate=False) under
+#           compute-sanitizer --tool memcheck, the small configuration;
+# bench:    python -m bench over the official cases, both layouts, into OUTDIR/report.
+# ASCEND_KVC_COMMIT names the commit where the tree travels without .git.
+set -uo pipefail
+out=${1:?usage: bench/gpu_session.sh OUTDIR [tests] [memcheck] [bench]}
+shift
+mkdir -p "$out"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+status=0
+for part in ${@:-tests memcheck bench}; do
+  case $part in
+    tests)
+      python3 -m pytest -q -p no:cacheprovider tests --ignore=tests/test_install.py -m "not audit" -rs \
+        2>&1 | tee "$out/pytest_gpu.log" | tail -30 || status=1 ;;
+    memcheck)
+      compute-sanitizer --tool memcheck --error-exitcode 1 python3 tools/memcheck.py --small \
+        > "$out/memcheck.log" 2>&1 || status=1
+      tail -25 "$out/memcheck.log" ;;
+    bench)
+      python3 -m bench --no-progress --kernels per-ratio --report "$out/report" \
+        2>&1 | tee "$out/bench.log" | tail -60 || status=1 ;;
+    *) echo "unknown part: $part" >&2; exit 2 ;;
+  esac
+done
+exit $status
