@@ -236,8 +236,12 @@ def slot_columns(slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return page[:, None], torch.cat([payload, scales], dim=1)
 
 
-def _acceptable(slot_bytes: torch.Tensor, truth: Truth) -> torch.Tensor:
-    """[M, 584] bool: whether each byte belongs to a value inside its truth interval."""
+def _acceptable(slot_bytes: torch.Tensor, truth: Truth, writer_scale: bool = False) -> torch.Tensor:
+    """[M, 584] bool: whether each byte belongs to a value inside its truth interval.
+
+    int8 values are judged at the scale written in the slot; with ``writer_scale`` (a slot that
+    several outputs wrote, whose bytes may mix) at any scale of their own output's interval.
+    """
     ok = torch.zeros_like(slot_bytes, dtype=torch.bool)
     # Scales: the exponent within its interval; the pad byte exactly 0.
     scale_cols = slice(PAYLOAD_BYTES, PAYLOAD_BYTES + NOPE_GROUPS)
@@ -246,11 +250,19 @@ def _acceptable(slot_bytes: torch.Tensor, truth: Truth) -> torch.Tensor:
     ok[:, scale_cols] = scale_ok
     ok[:, PAYLOAD_BYTES + NOPE_GROUPS :] = slot_bytes[:, PAYLOAD_BYTES + NOPE_GROUPS :] == 0
     # int8 values: inside the interval the z interval quantises to, at the slot's own scale.
-    inv = torch.exp2(-e)[:, :, None]
     q = slot_bytes[:, :NOPE_DIM].view(torch.int8).to(torch.float64).view(-1, NOPE_GROUPS, QUANT_GROUP)
-    q_lo = torch.trunc(torch.clamp(truth.z_lo.view_as(q) * inv, -QMAX, QMAX))
-    q_hi = torch.trunc(torch.clamp(truth.z_hi.view_as(q) * inv, -QMAX, QMAX))
-    ok[:, :NOPE_DIM] = ((q >= q_lo) & (q <= q_hi) & scale_ok[:, :, None]).view(-1, NOPE_DIM)
+
+    def quantised_within(exponent):
+        inv = torch.exp2(-exponent)[:, :, None]
+        q_lo = torch.trunc(torch.clamp(truth.z_lo.view_as(q) * inv, -QMAX, QMAX))
+        q_hi = torch.trunc(torch.clamp(truth.z_hi.view_as(q) * inv, -QMAX, QMAX))
+        return (q >= q_lo) & (q <= q_hi)
+
+    if writer_scale:
+        q_ok = quantised_within(truth.e_lo) | quantised_within(truth.e_hi)
+    else:
+        q_ok = quantised_within(e) & scale_ok[:, :, None]
+    ok[:, :NOPE_DIM] = q_ok.view(-1, NOPE_DIM)
     # bf16 RoPE values, little-endian: inside their interval (NaN never is).
     lo, hi = slot_bytes[:, NOPE_DIM:PAYLOAD_BYTES:2].to(torch.int32), slot_bytes[:, NOPE_DIM + 1:PAYLOAD_BYTES:2].to(torch.int32)
     bits = lo | (hi << 8)
@@ -301,6 +313,11 @@ def check_cache(args, got: torch.Tensor, before: torch.Tensor, truth: Truth | No
     unique, inverse, counts = torch.unique(truth.slots, return_inverse=True, return_counts=True)
     if bool((counts > 1).any()):
         notes.append(f"{int((counts > 1).sum())} slots are written by more than one output")
+        # Bytes of a shared slot may mix writers, so int8 values are judged at their own output's
+        # scales, not at the scale byte that happens to be in the slot.
+        shared = (counts > 1)[inverse]
+        bad_mixed = ~_acceptable(got_slots, truth, writer_scale=True)
+        bad_in_slots = torch.where(shared[:, None], bad_mixed, bad_in_slots)
         still_bad = torch.ones(unique.numel(), SLOT_BYTES, dtype=torch.int32, device=got.device)
         still_bad.scatter_reduce_(0, inverse[:, None].expand(-1, SLOT_BYTES), bad_in_slots.to(torch.int32), "amin")
         first_writer = torch.arange(inverse.numel(), device=got.device) == _first_index(inverse)

@@ -108,3 +108,32 @@ def test_shared_slot_with_validate_false_holds_writers_bytes(route):
     page, o = divmod(int(w.kv_slot_mapping[t0]), 64)
     got[page, 36864 + o * 8 + 7] = 1  # a pad byte neither writer writes
     assert not check_cache(w.checked_args(), got, w.kv_cache).ok
+
+
+def test_oracle_accepts_a_shared_slot_whose_bytes_mix_both_writers():
+    """On a GPU two writers of one slot race byte by byte (an index_put with repeated indices,
+    or two programs): the scales of one writer may sit beside the int8 values of the other. The
+    oracle must accept every byte that is one writer's, judged at that writer's own scale."""
+    from cases import general_case
+    from ascend_kvc.oracle import check_cache
+
+    w = general_case(128, 8, seed=95, device="cpu", skip_some=False)
+    t0, t2 = int(w.boundary_token_indices[0]), int(w.boundary_token_indices[2])
+    slot = int(w.kv_slot_mapping[t0])
+    w.kv_slot_mapping[t2] = slot
+    page, o = divmod(slot, 64)
+    payload = slice(o * 576, o * 576 + 448)  # the int8 values
+    alone = []
+    for keep in (t0, t2):  # each writer's bytes, the other output skipped
+        mapping = w.kv_slot_mapping.clone()
+        mapping[t2 if keep == t0 else t0] = -1
+        args = list(w.args())
+        args[7] = mapping
+        alone.append(c128_256_512_compress(*args, out=w.kv_cache.clone(), route="reference"))
+    mixed = alone[0].clone()
+    mixed[page, payload] = alone[1][page, payload]  # writer 2's values beside writer 0's scales
+    assert not torch.equal(mixed[page, payload], alone[0][page, payload])
+    report = check_cache(w.checked_args(), mixed, w.kv_cache)
+    assert report.ok, str(report)
+    mixed[page, o * 576] ^= 0x40  # a value neither writer wrote
+    assert not check_cache(w.checked_args(), mixed, w.kv_cache).ok
