@@ -23,26 +23,30 @@ def entry_name(e: dict) -> str:
 
 
 def problems(report: dict) -> list[str]:
-    """One line per failing specialisation (with the matrix entries it serves), and gaps."""
+    """One line per failing specialisation, in matrix order, naming the entries it serves; and gaps."""
     res = report["results"]
     users: dict[str, list[str]] = defaultdict(list)
+    for e in report["entries"]:
+        for k in e["kernels"]:
+            users[k].append(entry_name(e))
     out = []
     for e in report["entries"]:
         if not e["kernels"]:
             out.append(f"{entry_name(e)}: no kernels to audit")
-        for k in e["kernels"]:
-            users[k].append(entry_name(e))
-    for key, r in res.items():
+    for key in users:  # first use in matrix order
+        r = res[key]
         if r["front_end"] and r["compiler"] == CODEGEN:
             continue
         spec = r.get("spec", {})
-        what = f"{short_kernel(spec.get('kernel', '?'))} {spec.get('constexprs', {})} {spec.get('pointer_types', {}).get('state_ptr', '')}"
+        what = (f"{short_kernel(spec.get('kernel', '?'))} {spec.get('constexprs', {})} "
+                f"{spec.get('pointer_types', {}).get('state_ptr', '')}").rstrip()
         if not r["front_end"]:
             why = f"front end failed: {r['front_end_error'][:400]}"
         else:
-            why = f"910B compiler: {r['compiler']}: {r['compiler_message'][:400]}"
+            why = f"910B compiler: {r['compiler_message'][:400] or r['compiler']}"
         where = users[key]
-        out.append(f"{what}: {why} [used by {len(where)} entries, e.g. {where[0] if where else '-'}]")
+        more = f" (+{len(where) - 1} more)" if len(where) > 1 else ""
+        out.append(f"{where[0]}{more}: {what}: {why}")
     return out
 
 
