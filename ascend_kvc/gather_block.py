@@ -117,13 +117,8 @@ def _block_gather_softmax_kernel(
             tl.store(rope_pos_out_ptr + i, (pos // C) * C)
 
 
-def gather(args, block_d: int, unmasked_middle: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(pooled [N, 512] fp32, slot [N] int64, rope_pos [N] int64)``; pooled is already
-    RMS-normalised when ``block_d == 512``."""
-    block_bs = triton.next_power_of_2(args.block_size)
-    return launch_index_kernel(
-        _block_gather_softmax_kernel, args, block_d,
-        extra=(args.rms_norm_weight, args.rms_norm_eps),
-        BLOCK_BS=block_bs, UNMASKED_MIDDLE=unmasked_middle, ROWS_PADDED=block_bs != args.block_size,
-        FUSE_RMSNORM=block_d == 512,
-    )
+def launch(args, spec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run ``spec`` (from ``stages.kernel_specializations``): ``(pooled [N, 512] fp32, slot [N]
+    int64, rope_pos [N] int64)``; pooled is already RMS-normalised with ``FUSE_RMSNORM``."""
+    return launch_index_kernel(globals()[spec.kernel], args, spec.constexprs,
+                               extra=(args.rms_norm_weight, args.rms_norm_eps))

@@ -16,10 +16,6 @@ from .indexing import plan_for, window_blocks_and_offsets
 from .layout import HEAD_DIM, STATE_WIDTH
 from .triton_helpers import online_softmax_update
 
-BLOCK_D = 64
-BLOCK_T = 32
-
-
 @triton.jit
 def _linear_scan_softmax_kernel(
     rows_ptr,  # in, [num_outputs, C, 1024], float32/bfloat16, contiguous
@@ -47,8 +43,9 @@ def _linear_scan_softmax_kernel(
         tl.store(pooled_ptr + i * 512 + dims, acc / l)
 
 
-def gather(args) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(pooled c [N, 512] fp32, slot [N] int64, rope_pos [N] int64)``."""
+def launch(args, spec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run ``spec`` (from ``stages.kernel_specializations``): ``(pooled c [N, 512] fp32, slot [N]
+    int64, rope_pos [N] int64)``."""
     plan = plan_for(args)  # index math on the framework, no host sync
     block, offset = window_blocks_and_offsets(plan, args.block_table, args.block_size, args.compress_ratio)
     st = args.state_cache
@@ -59,6 +56,6 @@ def gather(args) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     else:
         rows = st[block, offset]
     pooled = torch.empty(n, HEAD_DIM, dtype=torch.float32, device=st.device)
-    grid = (persistent_programs(st.device, n * (HEAD_DIM // BLOCK_D)),)
-    _linear_scan_softmax_kernel[grid](rows, pooled, n, C=C, BLOCK_T=BLOCK_T, BLOCK_D=BLOCK_D)
+    grid = (persistent_programs(st.device, n * (HEAD_DIM // spec.constexprs["BLOCK_D"])),)
+    globals()[spec.kernel][grid](rows, pooled, n, **spec.constexprs)
     return pooled, plan.slot, plan.rope_pos

@@ -13,10 +13,6 @@ import triton.language as tl
 
 from .triton_helpers import launch_index_kernel, online_softmax_update, resolve_output
 
-BLOCK_D = 64
-BLOCK_T = 32
-
-
 @triton.jit
 def _random_gather_softmax_kernel(
     state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
@@ -63,6 +59,7 @@ def _random_gather_softmax_kernel(
             tl.store(rope_pos_out_ptr + i, (pos // C) * C)
 
 
-def gather(args) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(pooled c [N, 512] fp32, slot [N] int64, rope_pos [N] int64)``."""
-    return launch_index_kernel(_random_gather_softmax_kernel, args, BLOCK_D, BLOCK_T=BLOCK_T)
+def launch(args, spec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run ``spec`` (from ``stages.kernel_specializations``): ``(pooled c [N, 512] fp32, slot [N]
+    int64, rope_pos [N] int64)``."""
+    return launch_index_kernel(globals()[spec.kernel], args, spec.constexprs)

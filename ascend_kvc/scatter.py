@@ -11,7 +11,6 @@ import triton
 import triton.language as tl
 
 from .device import persistent_programs
-from .layout import PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
 
 
 @triton.jit
@@ -43,12 +42,11 @@ def _byte_scatter_kernel(
             tl.store(sdst + sc, tl.load(scales_ptr + tl.cast(i, tl.int64) * SCALE_BYTES + sc))
 
 
-def scatter_bytes(out: torch.Tensor, slot: torch.Tensor, payload: torch.Tensor, scales: torch.Tensor) -> None:
-    """Copy each output's 584 bytes into ``out`` at ``slot`` (skipping slot < 0); no host sync."""
+def launch(out: torch.Tensor, slot: torch.Tensor, payload: torch.Tensor, scales: torch.Tensor, spec) -> None:
+    """Copy each output's 584 bytes into ``out`` at ``slot`` (skipping slot < 0); no host sync.
+
+    ``spec`` comes from ``stages.kernel_specializations``.
+    """
     n = slot.shape[0]
     grid = (persistent_programs(out.device, n),)
-    _byte_scatter_kernel[grid](
-        payload, scales, slot, out, n, out.stride(0),
-        PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_BYTES=SCALE_BYTES, SCALE_REGION=SCALE_REGION,
-        SLOTS_PER_PAGE=SLOTS_PER_PAGE,
-    )
+    globals()[spec.kernel][grid](payload, scales, slot, out, n, out.stride(0), **spec.constexprs)

@@ -1,52 +1,123 @@
-"""The Ascend ladder: which gather, finalize and scatter each stage of ``ASCEND_STAGES`` runs.
+"""The Ascend ladder: which kernels each stage of ``ASCEND_STAGES`` launches, with which constexprs.
 
 Every rung computes the same bytes; they differ in how the window reaches the chip and how the
-bytes leave it. Rungs 1-7 finalize with framework tensor ops and write with an ``index_put``
-(the seed's route before its last step); ``byte-scatter`` (the default ``ascend`` route) adds
-the pure-uint8 Triton scatter.
+bytes leave it. Rungs up to ``block-d512`` finalize with framework tensor ops and write with an
+``index_put``; ``byte-scatter`` (the default ``ascend`` route) adds the pure-uint8 Triton scatter.
+
+``kernel_specializations`` is the one place that decides the kernels and constexprs of a stage:
+the launchers below run exactly what it returns, and the Ascend lowering audit compiles exactly
+what it returns, so the two cannot drift apart. This module imports no Triton at import time.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
+from dataclasses import dataclass
 
-from . import finalize, reference, scatter
+import torch
+
 from .routes import ASCEND_STAGES
 
 
-def _block(block_d: int, unmasked_middle: bool):
-    def gather(args):
-        from . import gather_block
+@dataclass(frozen=True)
+class KernelSpec:
+    """One Triton kernel specialisation a stage launches."""
 
-        return gather_block.gather(args, block_d, unmasked_middle)
-
-    return gather
-
-
-def _random(args):
-    from . import gather_random
-
-    return gather_random.gather(args)
+    module: str  # "ascend_kvc.<module>" that defines the kernel
+    kernel: str  # the @triton.jit function's name in that module
+    constexprs: dict  # every tl.constexpr argument, as the launcher passes it
+    pointer_dtypes: dict[str, str]  # pointer argument -> Triton type ("*fp32") for the official dtypes
 
 
-def _pregather(args):
-    from . import gather_pregather
-
-    return gather_pregather.gather(args)
-
-
-# stage -> (gather, gather output is RMS-normalised, byte writer)
+# stage -> (gather, BLOCK_D, UNMASKED_MIDDLE, gather output is RMS-normalised, byte writer)
 _LADDER = {
-    "random-gather": (_random, False, "index_put"),
-    "pre-gather": (_pregather, False, "index_put"),
-    "block-gather": (_block(64, False), False, "index_put"),
-    "block-gather-nomask": (_block(64, True), False, "index_put"),
-    "block-d128": (_block(128, True), False, "index_put"),
-    "block-d256": (_block(256, True), False, "index_put"),
-    "block-d512": (_block(512, True), True, "index_put"),
-    "byte-scatter": (_block(512, True), True, "triton"),
+    "random-gather": ("random", 64, False, False, "index_put"),
+    "pre-gather": ("pregather", 64, False, False, "index_put"),
+    "block-gather": ("block", 64, False, False, "index_put"),
+    "block-gather-nomask": ("block", 64, True, False, "index_put"),
+    "block-d128": ("block", 128, True, False, "index_put"),
+    "block-d256": ("block", 256, True, False, "index_put"),
+    "block-d512": ("block", 512, True, True, "index_put"),
+    "byte-scatter": ("block", 512, True, True, "triton"),
 }
 assert tuple(_LADDER) == ASCEND_STAGES
+
+# Window rows a random-gather / pre-gather step reads (one indirect row each).
+WINDOW_ROWS_PER_STEP = 32
+
+_TRITON_DTYPES = {torch.float32: "*fp32", torch.bfloat16: "*bf16"}
+# The official index dtypes (SPEC): int32 table and request ids, int64 positions, boundaries, slots.
+_INDEX_POINTERS = {
+    "boundary_ptr": "*i64", "token_to_req_ptr": "*i32", "positions_ptr": "*i64", "slot_mapping_ptr": "*i64",
+    "block_table_ptr": "*i32",
+}
+_GATHER_OUTPUTS = {"pooled_ptr": "*fp32", "slot_out_ptr": "*i64", "rope_pos_out_ptr": "*i64"}
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+def _state_pointer(state_dtype: torch.dtype) -> str:
+    if state_dtype not in _TRITON_DTYPES:
+        raise TypeError(f"state_dtype must be float32 or bfloat16, got {state_dtype}")
+    return _TRITON_DTYPES[state_dtype]
+
+
+def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) -> KernelSpec:
+    kind, block_d, unmasked_middle, normalised, _ = _LADDER[stage]
+    state = _state_pointer(state_dtype)
+    if kind == "random":
+        return KernelSpec(
+            "ascend_kvc.gather_random", "_random_gather_softmax_kernel",
+            dict(C=C, BLOCK_T=WINDOW_ROWS_PER_STEP, BLOCK_D=block_d),
+            {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS},
+        )
+    if kind == "pregather":
+        return KernelSpec(
+            "ascend_kvc.gather_pregather", "_linear_scan_softmax_kernel",
+            dict(C=C, BLOCK_T=WINDOW_ROWS_PER_STEP, BLOCK_D=block_d),
+            {"rows_ptr": state, "pooled_ptr": "*fp32"},
+        )
+    block_bs = _next_pow2(block_size)
+    return KernelSpec(
+        "ascend_kvc.gather_block", "_block_gather_softmax_kernel",
+        dict(C=C, BLOCK_D=block_d, BLOCK_BS=block_bs, UNMASKED_MIDDLE=unmasked_middle,
+             ROWS_PADDED=block_bs != block_size, FUSE_RMSNORM=normalised),
+        {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS, "weight_ptr": "*bf16"},
+    )
+
+
+def _scatter_spec() -> KernelSpec:
+    from .layout import PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
+
+    return KernelSpec(
+        "ascend_kvc.scatter", "_byte_scatter_kernel",
+        dict(PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_BYTES=SCALE_BYTES, SCALE_REGION=SCALE_REGION,
+             SLOTS_PER_PAGE=SLOTS_PER_PAGE),
+        {"payload_ptr": "*u8", "scales_ptr": "*u8", "slot_ptr": "*i64", "kv_cache_ptr": "*u8"},
+    )
+
+
+def kernel_specializations(
+    stage: str, block_size: int, compress_ratio: int, state_dtype: torch.dtype
+) -> list[KernelSpec]:
+    """The Triton kernels ``ascend:<stage>`` launches for this input, in launch order.
+
+    Pointer types are those of the official dtypes (int32 block table and request ids, int64
+    positions, boundaries and slots, bf16 norm weight, fp32 cos/sin, uint8 cache) with the state
+    in ``state_dtype``. The launchers take their constexprs from this list, so it is exactly what
+    runs.
+    """
+    if stage not in _LADDER:
+        raise ValueError(f"stage must be one of {ASCEND_STAGES}, got {stage!r}")
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
+    specs = [_gather_spec(stage, block_size, compress_ratio, state_dtype)]
+    if _LADDER[stage][4] == "triton":
+        specs.append(_scatter_spec())
+    return specs
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,12 +125,21 @@ def stage_of(route_name: str) -> str:
     return route_name.split(":", 1)[1]
 
 
+def _launcher(spec: KernelSpec):
+    """The host function that launches ``spec``'s kernel (in the kernel's own module)."""
+    return importlib.import_module(spec.module).launch
+
+
 def run(args, route_name: str, plan, out) -> None:
     """Route entry point for ``ascend:<stage>``."""
-    gather, normalised, writer = _LADDER[stage_of(route_name)]
-    pooled, slot, rope_pos = gather(args)
+    from . import finalize, reference
+
+    stage = stage_of(route_name)
+    _, _, _, normalised, writer = _LADDER[stage]
+    specs = kernel_specializations(stage, args.block_size, args.compress_ratio, args.state_cache.dtype)
+    pooled, slot, rope_pos = _launcher(specs[0])(args, specs[0])
     payload, scales = finalize.finalize_bytes(pooled, normalised, rope_pos, args)
     if writer == "triton":
-        scatter.scatter_bytes(out, slot, payload, scales)
+        _launcher(specs[1])(out, slot, payload, scales, specs[1])
     else:
         reference.scatter_slot_bytes(out, slot, payload, scales)

@@ -97,9 +97,13 @@ def exp2_int(e):
     return ((e + 127) << 23).to(tl.float32, bitcast=True)
 
 
-def launch_index_kernel(kernel, args, block_d: int, extra: tuple = (), **constexprs):
-    """Launch one of the Ascend gathers that resolve their own indices, on a persistent grid."""
+def launch_index_kernel(kernel, args, constexprs: dict, extra: tuple = ()):
+    """Launch one of the Ascend gathers that resolve their own indices, on a persistent grid.
+
+    ``constexprs`` come from ``stages.kernel_specializations`` (``C`` and ``BLOCK_D`` among them).
+    """
     n = args.num_outputs
+    block_d = constexprs["BLOCK_D"]
     dev = args.device
     pooled = torch.empty(n, HEAD_DIM, dtype=torch.float32, device=dev)
     slot = torch.empty(n, dtype=torch.int64, device=dev)
@@ -112,6 +116,6 @@ def launch_index_kernel(kernel, args, block_d: int, extra: tuple = (), **constex
         n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], args.kv_cache.shape[0] * SLOTS_PER_PAGE,
         args.cos_sin_cache.shape[0], args.block_size,
         st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1), *extra,
-        C=args.compress_ratio, BLOCK_D=block_d, **constexprs,
+        **constexprs,
     )
     return pooled, slot, rope_pos
