@@ -1,9 +1,8 @@
 """What the audit compiles: every Ascend kernel x C x block_size x state dtype, deduplicated.
 
-The kernels of a stage and their exact constexprs come from
-``ascend_kvc.stages.kernel_specializations(stage, block_size, compress_ratio, state_dtype)`` when
-the package has it (the route's own launch parameters); for older trees a local table mirrors
-what the gathers launch.
+The kernels of a stage and their exact constexprs and pointer types come from
+``ascend_kvc.stages.kernel_specializations(stage, block_size, compress_ratio, state_dtype)``, the
+list the route's launchers themselves run.
 """
 
 from __future__ import annotations
@@ -42,15 +41,16 @@ def pointer_type(dtype) -> str:
 
 
 def stages() -> tuple[str, ...]:
-    """The Ascend ladder's stages, plus ``fused`` where the package has that rung."""
-    return ASCEND_STAGES + (() if "fused" in ASCEND_STAGES or not _has_fused() else ("fused",))
+    """The Ascend ladder's stages, plus the ``fused`` rung where the package has one outside it."""
+    if "fused" in ASCEND_STAGES:
+        return ASCEND_STAGES
+    from ascend_kvc.stages import kernel_specializations
 
-
-def _has_fused() -> bool:
-    from ascend_kvc import stages as stage_module
-
-    ladder = getattr(stage_module, "_LADDER", {})
-    return "fused" in ladder
+    try:
+        kernel_specializations("fused", BLOCK_SIZES[0], RATIOS[0], STATE_DTYPES[0])
+    except ValueError:
+        return ASCEND_STAGES
+    return ASCEND_STAGES + ("fused",)
 
 
 @dataclass(frozen=True)
@@ -85,11 +85,9 @@ def to_spec(kernel_spec) -> Spec:
 
 
 def kernel_specs(stage: str, block_size: int, ratio: int, state_dtype: torch.dtype) -> list[Spec]:
-    from ascend_kvc import stages as stage_module
+    from ascend_kvc.stages import kernel_specializations
 
-    fn = getattr(stage_module, "kernel_specializations", None)
-    found = fn(stage, block_size, ratio, state_dtype) if fn is not None else _local_table(stage, block_size, ratio, state_dtype)
-    return [to_spec(k) for k in found]
+    return [to_spec(k) for k in kernel_specializations(stage, block_size, ratio, state_dtype)]
 
 
 @dataclass(frozen=True)
@@ -114,46 +112,3 @@ def unique_specs(matrix: list[Entry]) -> list[Spec]:
         for s in e.specs:
             seen.setdefault(s.key, s)
     return list(seen.values())
-
-
-# ---------------------------------------------------------------- local table (older trees)
-
-@dataclass(frozen=True)
-class _KernelSpec:
-    module: str
-    kernel: str
-    constexprs: dict
-    pointer_dtypes: dict
-
-
-def _index_pointers(state_dtype) -> dict:
-    return {"state_ptr": state_dtype, "boundary_ptr": torch.int64, "token_to_req_ptr": torch.int32,
-            "positions_ptr": torch.int64, "slot_mapping_ptr": torch.int64, "block_table_ptr": torch.int32,
-            "pooled_ptr": torch.float32, "slot_out_ptr": torch.int64, "rope_pos_out_ptr": torch.int64,
-            "weight_ptr": torch.bfloat16}
-
-
-def _local_table(stage: str, block_size: int, ratio: int, state_dtype) -> list[_KernelSpec]:
-    from ascend_kvc.layout import PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
-
-    block_bs = 1 << (block_size - 1).bit_length()
-    if stage == "random-gather":
-        return [_KernelSpec("ascend_kvc.gather_random", "_random_gather_softmax_kernel",
-                            dict(C=ratio, BLOCK_D=64, BLOCK_T=32), _index_pointers(state_dtype))]
-    if stage == "pre-gather":
-        return [_KernelSpec("ascend_kvc.gather_pregather", "_linear_scan_softmax_kernel",
-                            dict(C=ratio, BLOCK_D=64, BLOCK_T=32),
-                            {"rows_ptr": state_dtype, "pooled_ptr": torch.float32})]
-    block_d, unmasked = {"block-gather": (64, False), "block-gather-nomask": (64, True), "block-d128": (128, True),
-                         "block-d256": (256, True), "block-d512": (512, True), "byte-scatter": (512, True)}[stage]
-    out = [_KernelSpec("ascend_kvc.gather_block", "_block_gather_softmax_kernel",
-                       dict(C=ratio, BLOCK_D=block_d, BLOCK_BS=block_bs, UNMASKED_MIDDLE=unmasked,
-                            ROWS_PADDED=block_bs != block_size, FUSE_RMSNORM=block_d == 512),
-                       _index_pointers(state_dtype))]
-    if stage == "byte-scatter":
-        out.append(_KernelSpec("ascend_kvc.scatter", SCATTER_KERNEL,
-                               dict(PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_BYTES=SCALE_BYTES, SCALE_REGION=SCALE_REGION,
-                                    SLOTS_PER_PAGE=SLOTS_PER_PAGE),
-                               {"payload_ptr": torch.uint8, "scales_ptr": torch.uint8, "slot_ptr": torch.int64,
-                                "kv_cache_ptr": torch.uint8}))
-    return out
