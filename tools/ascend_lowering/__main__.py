@@ -14,7 +14,7 @@ from . import driver, report
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.ascend_lowering", description=package_doc.split("\n\n")[0])
     p.add_argument("--json", metavar="PATH", help="write the full report (matrix entries and per-kernel results)")
-    p.add_argument("--jobs", type=int, default=None, help="parallel compiler processes (default: CPU count)")
+    p.add_argument("--jobs", type=int, default=None, help="parallel compiler processes (default: usable cores, at most 8)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
@@ -25,8 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Ascend lowering audit: triton-ascend {versions.get('triton_ascend', '?')} front end, then "
           f"bishengir-compile (ascendnpu-ir {versions.get('ascendnpu_ir', '?')}) for "
           f"{report.TARGET_ARCH}: {' '.join(any_result.get('flags', []))}")
+    where = driver.build_dir()
+    where = where.relative_to(driver.REPO) if where.is_relative_to(driver.REPO) else where
     print(f"{len(rep['entries'])} matrix entries, {rep['specialisations']} distinct specialisations "
-          f"({rep['compiled']} compiled now, the rest from build/ascend-audit), {rep['seconds']} s\n")
+          f"({rep['compiled']} compiled now, the rest read back from {where}/), {rep['seconds']} s on "
+          f"{rep['jobs']} worker processes\n")
     print(report.format_table(rep))
     print("\nData movement in the Linalg module (block_size 8, float32 state):\n")
     print(report.format_data_movement(rep))

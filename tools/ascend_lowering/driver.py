@@ -121,6 +121,10 @@ def worker() -> int:
             answers.flush()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            tmp.parent.rmdir()  # the last worker out removes tmp/
+        except OSError:
+            pass
     return 0
 
 
@@ -138,7 +142,7 @@ def _worker_env() -> dict:
 def compile_specs(specs: list[mx.Spec], jobs: int | None = None) -> dict[str, dict]:
     """``spec.key -> result`` for every spec, compiled by ``jobs`` workers pulling from one queue."""
     check_install()
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(specs) or 1))
+    jobs = max(1, min(jobs or default_jobs(), len(specs) or 1))
     # Large tiles first, so the slowest compiles do not end up last on one worker.
     queue = sorted(specs, key=lambda s: -_weight(s))
     lock = threading.Lock()
@@ -182,6 +186,15 @@ def compile_specs(specs: list[mx.Spec], jobs: int | None = None) -> dict[str, di
     return results
 
 
+def default_jobs() -> int:
+    """One worker per usable core, at most 8 (each holds torch and triton-ascend in memory)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
+
+
 def _weight(spec: mx.Spec) -> int:
     cx = dict(spec.constexprs)
     rows = cx.get("ROW_TILE", cx.get("BLOCK_BS", cx.get("BLOCK_T", 1)))
@@ -193,10 +206,12 @@ def run_audit(jobs: int | None = None) -> dict:
     t = time.perf_counter()
     entries = mx.build_matrix()
     specs = mx.unique_specs(entries)
+    jobs = jobs or default_jobs()
     results = compile_specs(specs, jobs)
     for s in specs:
         results[s.key]["spec"] = s.as_dict()
     rows = [{"stage": e.stage, "C": e.C, "block_size": e.block_size, "state_dtype": e.state_dtype,
              "kernels": [s.key for s in e.specs]} for e in entries]
     return {"entries": rows, "results": results, "seconds": round(time.perf_counter() - t, 1),
+"jobs": jobs,
             "specialisations": len(specs), "compiled": sum(not r.get("cached") for r in results.values())}
