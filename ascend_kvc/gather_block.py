@@ -1,9 +1,12 @@
 """Ladder rungs 3-5: block-centric gather, one block-table lookup per physical block.
 
-Each step loads one physical block as a ``[block_size, BLOCK_D]`` tile (on Ascend: one DMA per
-table entry, whatever the table's order). ``UNMASKED_MIDDLE`` loads the window's full middle
-blocks without masks; only the partial first and last blocks are masked. With ``BLOCK_D = 512``
-one program owns the whole head and applies the RMSNorm itself (``FUSE_RMSNORM``).
+Each step looks up one physical block and reads its window rows as ``[ROW_TILE, BLOCK_D]`` tiles
+(on Ascend: one DMA per tile, whatever the table's order). ``ROW_TILE`` comes from a per-BLOCK_D
+byte budget (``stages.row_tile``), not from the block size, so a block of any size fits the
+unified buffer. ``UNMASKED_MIDDLE`` loads the tiles that lie wholly inside the window without masks;
+only one remainder tile per block is masked. With ``BLOCK_D = 512`` one program owns the whole
+head and applies the RMSNorm itself (``FUSE_RMSNORM``). ``pool_window`` is the window loop, shared
+with the ``fused`` rung.
 
 Stages: ``block-gather`` (BLOCK_D 64, all masked), ``block-gather-nomask`` (64),
 ``block-d128``, ``block-d256``, ``block-d512``.
@@ -19,9 +22,9 @@ from .triton_helpers import launch_index_kernel, online_softmax_update, resolve_
 
 
 @triton.jit
-def _load_block_tile(state_ptr, blk, rows, row_mask, dims, state_s0, state_s1, state_s2, MASKED: tl.constexpr):
-    """``(values, scores)`` of one physical block: two ``[BLOCK_BS, BLOCK_D]`` fp32 tiles."""
-    base = state_ptr + blk * state_s0 + rows[:, None].to(tl.int64) * state_s1  # [BLOCK_BS, 1]
+def _load_rows(block_ptr, rows, row_mask, dims, state_s1, state_s2, MASKED: tl.constexpr):
+    """``(values, scores)`` of ``rows`` of one physical block: two ``[ROW_TILE, BLOCK_D]`` fp32 tiles."""
+    base = block_ptr + rows[:, None].to(tl.int64) * state_s1  # [ROW_TILE, 1]
     if MASKED:
         values = tl.load(base + dims[None, :] * state_s2, mask=row_mask[:, None], other=0.0).to(tl.float32)
         scores = tl.load(base + (512 + dims)[None, :] * state_s2, mask=row_mask[:, None], other=float("-inf"))
@@ -40,6 +43,50 @@ def _lookup_block(table_row, col, bt_s1, num_blocks):
 
 
 @triton.jit
+def pool_window(
+    state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
+    table_row,  # in, the block-table row of the output's request, entries bt_s1 apart
+    bt_s1, num_blocks, pos, block_size, dims, state_s0, state_s1, state_s2,
+    m, l, acc, n_bad,
+    C: tl.constexpr, ROW_TILE: tl.constexpr, UNMASKED_MIDDLE: tl.constexpr,
+):
+    """Online softmax over the window ``[pos - C + 1, pos]`` at ``dims``, block by block.
+
+    One block-table lookup per physical block; the block's rows that lie in the window are read
+    as ``[ROW_TILE, BLOCK_D]`` tiles. With ``UNMASKED_MIDDLE`` every tile that lies wholly inside
+    the block's window rows is loaded without a mask and only the one remainder tile of a block
+    is masked; otherwise every tile is masked. Returns the updated ``(m, l, acc, n_bad)``;
+    ``n_bad`` counts block ids outside ``state_cache``, which are read as block 0.
+    """
+    rows = tl.arange(0, ROW_TILE)
+    t0 = pos - C + 1
+    for col in range(t0 // block_size, pos // block_size + 1):
+        blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
+        n_bad += bad
+        block_ptr = state_ptr + blk * state_s0
+        # Rows of this block that lie in the window: lo..hi.
+        lo = tl.maximum(t0 - col * block_size, 0).to(tl.int32)
+        hi = tl.minimum(pos - col * block_size, block_size - 1).to(tl.int32)
+        if UNMASKED_MIDDLE:
+            n_full = (hi - lo + 1) // ROW_TILE
+            for k in range(0, n_full):
+                values, scores = _load_rows(block_ptr, lo + k * ROW_TILE + rows, rows < ROW_TILE, dims,
+                                            state_s1, state_s2, False)
+                m, l, acc = online_softmax_update(m, l, acc, values, scores)
+            rest = lo + n_full * ROW_TILE
+            if rest <= hi:
+                r = rest + rows  # [ROW_TILE]
+                values, scores = _load_rows(block_ptr, r, r <= hi, dims, state_s1, state_s2, True)
+                m, l, acc = online_softmax_update(m, l, acc, values, scores)
+        else:
+            for start in range(lo, hi + 1, ROW_TILE):
+                r = start + rows  # [ROW_TILE]
+                values, scores = _load_rows(block_ptr, r, r <= hi, dims, state_s1, state_s2, True)
+                m, l, acc = online_softmax_update(m, l, acc, values, scores)
+    return m, l, acc, n_bad
+
+
+@triton.jit
 def _block_gather_softmax_kernel(
     state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
     boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
@@ -51,62 +98,27 @@ def _block_gather_softmax_kernel(
     state_s0, state_s1, state_s2, bt_s0, bt_s1,
     weight_ptr,  # in, [512], bfloat16/float32 (read with FUSE_RMSNORM only)
     eps,
-    C: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_BS: tl.constexpr,
-    UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr, FUSE_RMSNORM: tl.constexpr,
+    C: tl.constexpr, BLOCK_D: tl.constexpr, ROW_TILE: tl.constexpr,
+    UNMASKED_MIDDLE: tl.constexpr, FUSE_RMSNORM: tl.constexpr,
 ):
     D_TILES: tl.constexpr = 512 // BLOCK_D
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     d = tl.arange(0, BLOCK_D)
-    rows = tl.arange(0, BLOCK_BS)
     for work in range(pid, num_outputs * D_TILES, num_programs):
         i = work // D_TILES
         dims = (work % D_TILES) * BLOCK_D + d  # [BLOCK_D]
         ok, req, pos, slot = resolve_output(
             i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
             num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-        t0 = pos - C + 1
-        first_col = t0 // block_size
-        last_col = pos // block_size
-        table_row = block_table_ptr + req * bt_s0
         m = tl.full([BLOCK_D], float("-inf"), tl.float32)
         l = tl.zeros([BLOCK_D], tl.float32)
         acc = tl.zeros([BLOCK_D], tl.float32)
         n_bad = tl.where(ok, 0, 1)
         if ok:
-            # Rows of a block that lie in the window: t0 - col*bs <= row <= pos - col*bs.
-            lo = (t0 - first_col * block_size).to(tl.int32)
-            hi = (pos - last_col * block_size).to(tl.int32)
-            if UNMASKED_MIDDLE:
-                # Partial first block, full middle blocks without masks, partial last block.
-                blk, bad = _lookup_block(table_row, first_col, bt_s1, num_blocks)
-                n_bad += bad
-                first_hi = tl.where(first_col == last_col, hi, block_size - 1)
-                values, scores = _load_block_tile(state_ptr, blk, rows,
-                                                  (rows >= lo) & (rows <= first_hi), dims,
-                                                  state_s0, state_s1, state_s2, True)
-                m, l, acc = online_softmax_update(m, l, acc, values, scores)
-                for col in range(first_col + 1, last_col):
-                    blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
-                    n_bad += bad
-                    values, scores = _load_block_tile(state_ptr, blk, rows, rows < block_size, dims,
-                                                      state_s0, state_s1, state_s2, ROWS_PADDED)
-                    m, l, acc = online_softmax_update(m, l, acc, values, scores)
-                if last_col > first_col:
-                    blk, bad = _lookup_block(table_row, last_col, bt_s1, num_blocks)
-                    n_bad += bad
-                    values, scores = _load_block_tile(state_ptr, blk, rows, rows <= hi, dims,
-                                                      state_s0, state_s1, state_s2, True)
-                    m, l, acc = online_softmax_update(m, l, acc, values, scores)
-            else:
-                for col in range(first_col, last_col + 1):
-                    blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
-                    n_bad += bad
-                    t = col * block_size + rows  # [BLOCK_BS]
-                    row_mask = (rows < block_size) & (t >= t0) & (t <= pos)
-                    values, scores = _load_block_tile(state_ptr, blk, rows, row_mask, dims,
-                                                      state_s0, state_s1, state_s2, True)
-                    m, l, acc = online_softmax_update(m, l, acc, values, scores)
+            m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos,
+                                           block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
+                                           C, ROW_TILE, UNMASKED_MIDDLE)
         c = acc / l
         if FUSE_RMSNORM:
             rrms = 1.0 / tl.sqrt(tl.sum(c * c, axis=0) / 512 + eps)

@@ -55,8 +55,22 @@ _INDEX_POINTERS = {
 _GATHER_OUTPUTS = {"pooled_ptr": "*fp32", "slot_out_ptr": "*i64", "rope_pos_out_ptr": "*i64"}
 
 
+# Bytes of the two fp32 tiles (values + scores) one window step of a block-centric gather holds.
+# On a 910B vector core (192 KiB unified buffer) bishengir-compile planned 190 KiB for the
+# [8, 512] step at block_size 8 (no headroom for the fused finalize) and overflowed from
+# [32, 512] / [64, 256] on; 16 KiB ([4, 512], [8, 256], [16, 128], [32, 64]) keeps half of that.
+ROW_TILE_BYTES = 16 * 1024
+
+
 def _next_pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
+
+
+def row_tile(block_d: int, block_size: int) -> int:
+    """Rows per window tile of a block-centric gather: the block's rows when they fit the byte
+    budget (rounded up to a power of two), else the budget's row count."""
+    budget_rows = ROW_TILE_BYTES // (2 * 4 * block_d)
+    return min(_next_pow2(block_size), budget_rows)
 
 
 def _state_pointer(state_dtype: torch.dtype) -> str:
@@ -80,11 +94,10 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
             dict(C=C, BLOCK_T=WINDOW_ROWS_PER_STEP, BLOCK_D=block_d),
             {"rows_ptr": state, "pooled_ptr": "*fp32"},
         )
-    block_bs = _next_pow2(block_size)
     return KernelSpec(
         "ascend_kvc.gather_block", "_block_gather_softmax_kernel",
-        dict(C=C, BLOCK_D=block_d, BLOCK_BS=block_bs, UNMASKED_MIDDLE=unmasked_middle,
-             ROWS_PADDED=block_bs != block_size, FUSE_RMSNORM=normalised),
+        dict(C=C, BLOCK_D=block_d, ROW_TILE=row_tile(block_d, block_size), UNMASKED_MIDDLE=unmasked_middle,
+             FUSE_RMSNORM=normalised),
         {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS, "weight_ptr": "*bf16"},
     )
 

@@ -42,6 +42,39 @@ def test_route_block_sizes(route, block_size):
     run_and_check(_small(128, block_size, seed=block_size, num_reqs=1, outputs_per_req=3), route)
 
 
+BLOCK_CENTRIC = [f"ascend:{s}" for s in ASCEND_STAGES if s not in ("random-gather", "pre-gather")]
+
+# block_size -> boundary positions (C = 128): windows that start at a block boundary, lie inside
+# one block (interior, or ending at the block's last row), or cross several blocks.
+_WINDOWS = {
+    1: [127, 130],
+    64: [127, 191, 150],
+    128: [127, 255, 200],
+    130: [127, 259, 200],  # ROW_TILE divides no block: every block ends in a partial tile
+    256: [200, 255, 383],
+    4096: [300],  # a whole block is larger than Triton's largest tile
+}
+
+
+def _windows_at(block_size, positions, C=128, seed=0):
+    """One request; one output per position, each with its own slot, in a shuffled table."""
+    L = max(positions) + 1
+    w = make_workload(1, L, C, block_size=block_size, shuffle=True, nonzero_cache=True, seed=seed, device=DEVICE)
+    w.boundary_token_indices = torch.tensor(positions, dtype=torch.int64, device=DEVICE)
+    mapping = torch.full((L,), -1, dtype=torch.int64)
+    mapping[positions] = torch.randperm(w.kv_cache.shape[0] * 64, generator=torch.Generator().manual_seed(seed))[
+        :len(positions)]
+    w.kv_slot_mapping = mapping.to(DEVICE)
+    return w
+
+
+@pytest.mark.parametrize("route", BLOCK_CENTRIC)
+@pytest.mark.parametrize("block_size", sorted(_WINDOWS))
+def test_block_centric_windows_at_block_edges(route, block_size):
+    report = run_and_check(_windows_at(block_size, _WINDOWS[block_size], seed=block_size), route)
+    assert report.num_outputs_written == len(_WINDOWS[block_size])
+
+
 @pytest.mark.parametrize("route", ["ascend:random-gather", "ascend:pre-gather", "ascend", *FALLBACK])
 def test_route_int32_indices_and_fresh_out(route):
     run_and_check(_small(256, 8, seed=31, index_dtype=torch.int32), route, inplace=False)
