@@ -3,8 +3,8 @@
 Each step looks up one physical block and reads its window rows as ``[ROW_TILE, BLOCK_D]`` tiles
 (on Ascend: one DMA per tile, whatever the table's order). ``ROW_TILE`` comes from a per-BLOCK_D
 byte budget (``stages.row_tile``), not from the block size, so a block of any size fits the
-unified buffer. ``UNMASKED_MIDDLE`` loads the tiles that lie wholly inside the window without masks;
-only one remainder tile per block is masked. With ``BLOCK_D = 512`` one program owns the whole
+unified buffer. ``UNMASKED_MIDDLE`` loads the blocks strictly inside the window without masks;
+only the window's first and last blocks are masked. With ``BLOCK_D = 512`` one program owns the whole
 head and applies the RMSNorm itself (``FUSE_RMSNORM``). ``pool_window`` is the window loop, shared
 with the ``fused`` rung.
 
@@ -43,46 +43,69 @@ def _lookup_block(table_row, col, bt_s1, num_blocks):
 
 
 @triton.jit
+def _pool_rows(block_ptr, lo, hi, dims, state_s1, state_s2, m, l, acc, ROW_TILE: tl.constexpr):
+    """Fold rows ``lo..hi`` of one physical block into the online softmax, in masked row tiles."""
+    rows = tl.arange(0, ROW_TILE)
+    for start in range(lo, hi + 1, ROW_TILE):
+        r = start + rows  # [ROW_TILE]
+        values, scores = _load_rows(block_ptr, r, r <= hi, dims, state_s1, state_s2, True)
+        m, l, acc = online_softmax_update(m, l, acc, values, scores)
+    return m, l, acc
+
+
+@triton.jit
 def pool_window(
     state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
     table_row,  # in, the block-table row of the output's request, entries bt_s1 apart
     bt_s1, num_blocks, pos, block_size, dims, state_s0, state_s1, state_s2,
     m, l, acc, n_bad,
-    C: tl.constexpr, ROW_TILE: tl.constexpr, UNMASKED_MIDDLE: tl.constexpr,
+    C: tl.constexpr, ROW_TILE: tl.constexpr, UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr,
 ):
     """Online softmax over the window ``[pos - C + 1, pos]`` at ``dims``, block by block.
 
     One block-table lookup per physical block; the block's rows that lie in the window are read
-    as ``[ROW_TILE, BLOCK_D]`` tiles. With ``UNMASKED_MIDDLE`` every tile that lies wholly inside
-    the block's window rows is loaded without a mask and only the one remainder tile of a block
-    is masked; otherwise every tile is masked. Returns the updated ``(m, l, acc, n_bad)``;
-    ``n_bad`` counts block ids outside ``state_cache``, which are read as block 0.
+    as ``[ROW_TILE, BLOCK_D]`` tiles. With ``UNMASKED_MIDDLE`` the blocks strictly inside the
+    window are read without masks (unless ``ROWS_PADDED``: ``ROW_TILE`` does not divide
+    ``block_size``, so each block ends in a partial tile); only the window's first and last
+    blocks are masked. One masked tile loop and one unmasked one per level: bishengir-compile
+    could not fit two tile loops side by side inside the block loop into the unified buffer.
+    Returns the updated ``(m, l, acc, n_bad)``; ``n_bad`` counts block ids outside
+    ``state_cache``, which are read as block 0.
     """
-    rows = tl.arange(0, ROW_TILE)
     t0 = pos - C + 1
-    for col in range(t0 // block_size, pos // block_size + 1):
-        blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
+    first_col = t0 // block_size
+    last_col = pos // block_size
+    lo = (t0 - first_col * block_size).to(tl.int32)
+    hi = (pos - last_col * block_size).to(tl.int32)
+    if UNMASKED_MIDDLE:
+        rows = tl.arange(0, ROW_TILE)
+        blk, bad = _lookup_block(table_row, first_col, bt_s1, num_blocks)
         n_bad += bad
-        block_ptr = state_ptr + blk * state_s0
-        # Rows of this block that lie in the window: lo..hi.
-        lo = tl.maximum(t0 - col * block_size, 0).to(tl.int32)
-        hi = tl.minimum(pos - col * block_size, block_size - 1).to(tl.int32)
-        if UNMASKED_MIDDLE:
-            n_full = (hi - lo + 1) // ROW_TILE
-            for k in range(0, n_full):
-                values, scores = _load_rows(block_ptr, lo + k * ROW_TILE + rows, rows < ROW_TILE, dims,
-                                            state_s1, state_s2, False)
-                m, l, acc = online_softmax_update(m, l, acc, values, scores)
-            rest = lo + n_full * ROW_TILE
-            if rest <= hi:
-                r = rest + rows  # [ROW_TILE]
-                values, scores = _load_rows(block_ptr, r, r <= hi, dims, state_s1, state_s2, True)
-                m, l, acc = online_softmax_update(m, l, acc, values, scores)
-        else:
-            for start in range(lo, hi + 1, ROW_TILE):
+        first_hi = tl.where(first_col == last_col, hi, block_size - 1)
+        m, l, acc = _pool_rows(state_ptr + blk * state_s0, lo, first_hi, dims, state_s1, state_s2, m, l, acc,
+                               ROW_TILE)
+        for col in range(first_col + 1, last_col):
+            blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
+            n_bad += bad
+            block_ptr = state_ptr + blk * state_s0
+            for start in range(0, block_size, ROW_TILE):
                 r = start + rows  # [ROW_TILE]
-                values, scores = _load_rows(block_ptr, r, r <= hi, dims, state_s1, state_s2, True)
+                values, scores = _load_rows(block_ptr, r, r < block_size, dims, state_s1, state_s2, ROWS_PADDED)
                 m, l, acc = online_softmax_update(m, l, acc, values, scores)
+        if last_col > first_col:
+            blk, bad = _lookup_block(table_row, last_col, bt_s1, num_blocks)
+            n_bad += bad
+            m, l, acc = _pool_rows(state_ptr + blk * state_s0, 0, hi, dims, state_s1, state_s2, m, l, acc,
+                                   ROW_TILE)
+    else:
+        for col in range(first_col, last_col + 1):
+            blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
+            n_bad += bad
+            # Rows of this block that lie in the window.
+            col_lo = tl.where(col == first_col, lo, 0)
+            col_hi = tl.where(col == last_col, hi, block_size - 1)
+            m, l, acc = _pool_rows(state_ptr + blk * state_s0, col_lo, col_hi, dims, state_s1, state_s2,
+                                   m, l, acc, ROW_TILE)
     return m, l, acc, n_bad
 
 
@@ -99,7 +122,7 @@ def _block_gather_softmax_kernel(
     weight_ptr,  # in, [512], bfloat16/float32 (read with FUSE_RMSNORM only)
     eps,
     C: tl.constexpr, BLOCK_D: tl.constexpr, ROW_TILE: tl.constexpr,
-    UNMASKED_MIDDLE: tl.constexpr, FUSE_RMSNORM: tl.constexpr,
+    UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr, FUSE_RMSNORM: tl.constexpr,
 ):
     D_TILES: tl.constexpr = 512 // BLOCK_D
     pid = tl.program_id(0)
@@ -118,7 +141,7 @@ def _block_gather_softmax_kernel(
         if ok:
             m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos,
                                            block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
-                                           C, ROW_TILE, UNMASKED_MIDDLE)
+                                           C, ROW_TILE, UNMASKED_MIDDLE, ROWS_PADDED)
         c = acc / l
         if FUSE_RMSNORM:
             rrms = 1.0 / tl.sqrt(tl.sum(c * c, axis=0) / 512 + eps)

@@ -94,10 +94,11 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
             dict(C=C, BLOCK_T=WINDOW_ROWS_PER_STEP, BLOCK_D=block_d),
             {"rows_ptr": state, "pooled_ptr": "*fp32"},
         )
+    tile = row_tile(block_d, block_size)
     return KernelSpec(
         "ascend_kvc.gather_block", "_block_gather_softmax_kernel",
-        dict(C=C, BLOCK_D=block_d, ROW_TILE=row_tile(block_d, block_size), UNMASKED_MIDDLE=unmasked_middle,
-             FUSE_RMSNORM=normalised),
+        dict(C=C, BLOCK_D=block_d, ROW_TILE=tile, UNMASKED_MIDDLE=unmasked_middle,
+             ROWS_PADDED=block_size % tile != 0, FUSE_RMSNORM=normalised),
         {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS, "weight_ptr": "*bf16"},
     )
 
