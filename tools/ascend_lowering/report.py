@@ -140,7 +140,19 @@ def format_data_movement(report: dict, block_size: int = 8, state_dtype: str = "
             rows.append([e["stage"], short_kernel(r["spec"]["kernel"]), str(e["C"]), tile(r["spec"]),
                          f"{a['scalar_loops']} ({a['scalar_loops_in_hot_loop']})", str(a["table_loads_in_hot_loop"]),
                          ", ".join(tiles) or "-", f"{bpa:.0f}" if bpa else "-", f"{a['footprint_bytes'] / 1024:.1f}"])
-    return _render(head, rows)
+    return _render(head, _merge_ratios(rows))
+
+
+def _merge_ratios(rows: list[list[str]]) -> list[list[str]]:
+    """One row for the ratios (column 2) whose other columns agree."""
+    merged: dict[tuple, list[str]] = {}
+    for row in rows:
+        key = (*row[:2], *row[3:])
+        if key in merged:
+            merged[key][2] += f",{row[2]}"
+        else:
+            merged[key] = list(row)
+    return list(merged.values())
 
 
 def _render(head: list[str], rows: list[list[str]]) -> str:
