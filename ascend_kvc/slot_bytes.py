@@ -57,16 +57,17 @@ def store_slot_bytes(
     scales = kv_cache_ptr + page * kv_s0 + SCALE_REGION + in_page * SCALE_BYTES
     tl.store(scales + g, scale_bytes.to(tl.uint8))
 
+    # The RoPE weights and bytes move as contiguous vectors, split and joined in registers:
+    # triton-ascend's front end rejects stride-2 accesses at these offsets.
+    w_u, w_w = tl.split(tl.reshape(tl.load(weight_ptr + NOPE_DIM + tl.arange(0, 64)).to(tl.float32), [32, 2]))
+    u = cu * rrms * w_u
+    w = cw * rrms * w_w
     k = tl.arange(0, 32)
-    even = NOPE_DIM + 2 * k
-    u = cu * rrms * tl.load(weight_ptr + even).to(tl.float32)
-    w = cw * rrms * tl.load(weight_ptr + even + 1).to(tl.float32)
     cos = tl.load(cos_sin_row_ptr + k * cs_s1)
     sin = tl.load(cos_sin_row_ptr + (32 + k) * cs_s1)
     u_bits = bf16_rne_bits(u * cos - w * sin)
     w_bits = bf16_rne_bits(w * cos + u * sin)
-    rope = payload + NOPE_DIM + 4 * k  # little-endian bf16 pairs
-    tl.store(rope, ((u_bits >> 16) & 0xFF).to(tl.uint8))
-    tl.store(rope + 1, ((u_bits >> 24) & 0xFF).to(tl.uint8))
-    tl.store(rope + 2, ((w_bits >> 16) & 0xFF).to(tl.uint8))
-    tl.store(rope + 3, ((w_bits >> 24) & 0xFF).to(tl.uint8))
+    low = tl.join((u_bits >> 16) & 0xFF, (w_bits >> 16) & 0xFF)  # [32, 2]: low byte of u', w'
+    high = tl.join((u_bits >> 24) & 0xFF, (w_bits >> 24) & 0xFF)
+    rope = tl.reshape(tl.join(low, high), [128])  # little-endian bf16 pairs: u' lo, u' hi, w' lo, w' hi
+    tl.store(payload + NOPE_DIM + tl.arange(0, 128), rope.to(tl.uint8))

@@ -40,6 +40,7 @@ _LADDER = {
     "block-d256": ("block", 256, True, False, "index_put"),
     "block-d512": ("block", 512, True, True, "index_put"),
     "byte-scatter": ("block", 512, True, True, "triton"),
+    "fused": ("fused", 512, True, False, "fused"),
 }
 assert tuple(_LADDER) == ASCEND_STAGES
 
@@ -95,6 +96,15 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
             {"rows_ptr": state, "pooled_ptr": "*fp32"},
         )
     tile = row_tile(block_d, block_size)
+    if kind == "fused":
+        from .slot_bytes import SLOT_LAYOUT_CONSTEXPRS
+
+        return KernelSpec(
+            "ascend_kvc.fused", "_fused_compress_kernel",
+            dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, **SLOT_LAYOUT_CONSTEXPRS),
+            {"state_ptr": state, **_INDEX_POINTERS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32",
+             "kv_cache_ptr": "*u8"},
+        )
     return KernelSpec(
         "ascend_kvc.gather_block", "_block_gather_softmax_kernel",
         dict(C=C, BLOCK_D=block_d, ROW_TILE=tile, UNMASKED_MIDDLE=unmasked_middle,
@@ -151,6 +161,9 @@ def run(args, route_name: str, plan, out) -> None:
     stage = stage_of(route_name)
     _, _, _, normalised, writer = _LADDER[stage]
     specs = kernel_specializations(stage, args.block_size, args.compress_ratio, args.state_cache.dtype)
+    if writer == "fused":
+        importlib.import_module(specs[0].module).launch(args, out, specs[0])
+        return
     pooled, slot, rope_pos = _launcher(specs[0])(args, specs[0])
     payload, scales = finalize.finalize_bytes(pooled, normalised, rope_pos, args)
     if writer == "triton":

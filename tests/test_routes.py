@@ -36,7 +36,7 @@ def test_route_matches_oracle(route, C):
 
 
 @pytest.mark.parametrize("route", ["ascend:block-gather", "ascend:block-gather-nomask", "ascend:byte-scatter",
-                                   *FALLBACK])
+                                   "ascend:fused", *FALLBACK])
 @pytest.mark.parametrize("block_size", [1, 3, 16, 64])
 def test_route_block_sizes(route, block_size):
     run_and_check(_small(128, block_size, seed=block_size, num_reqs=1, outputs_per_req=3), route)
@@ -75,12 +75,12 @@ def test_block_centric_windows_at_block_edges(route, block_size):
     assert report.num_outputs_written == len(_WINDOWS[block_size])
 
 
-@pytest.mark.parametrize("route", ["ascend:random-gather", "ascend:pre-gather", "ascend", *FALLBACK])
+@pytest.mark.parametrize("route", ["ascend:random-gather", "ascend:pre-gather", "ascend", "ascend:fused", *FALLBACK])
 def test_route_int32_indices_and_fresh_out(route):
     run_and_check(_small(256, 8, seed=31, index_dtype=torch.int32), route, inplace=False)
 
 
-@pytest.mark.parametrize("route", ["ascend", *FALLBACK])
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused", *FALLBACK])
 def test_route_int64_block_table_and_strided_state(route):
     w = _small(128, 8, seed=41)
     w.block_table = w.block_table.long()
@@ -90,17 +90,17 @@ def test_route_int64_block_table_and_strided_state(route):
     run_and_check(w, route)
 
 
-@pytest.mark.parametrize("route", ["ascend", *FALLBACK])
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused", *FALLBACK])
 def test_route_bf16_state_cache(route):
     run_and_check(_small(128, 8, seed=51, state_dtype=torch.bfloat16), route)
 
 
-@pytest.mark.parametrize("route", ["ascend", *FALLBACK])
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused", *FALLBACK])
 def test_route_peaky_scores_tiny_values(route):
     run_and_check(_small(256, 8, seed=61, score_scale=40.0, value_scale=1e-6), route)
 
 
-@pytest.mark.parametrize("route", ["ascend", *FALLBACK])
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused", *FALLBACK])
 def test_route_official_small_shapes(route):
     for case in SMALL_CASES:
         w = make_workload(*case, shuffle=True, nonzero_cache=True, seed=5, device=DEVICE)
@@ -174,7 +174,7 @@ def test_cuda_graph_capture_gpgpu():
     assert check_cache(w.checked_args(), out, torch.zeros_like(out)).ok
 
 
-@pytest.mark.parametrize("route", ["reference", "ascend", *FALLBACK])
+@pytest.mark.parametrize("route", ["reference", "ascend", "ascend:fused", *FALLBACK])
 def test_out_with_padded_rows_keeps_the_padding(route):
     w = _small(128, 8, seed=81)
     wide = torch.randint(0, 256, (w.kv_cache.shape[0], 37376 + 100), dtype=torch.uint8, device=DEVICE)
@@ -189,7 +189,7 @@ def test_out_with_padded_rows_keeps_the_padding(route):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NaN casts and reductions, on purpose
-@pytest.mark.parametrize("route", ["reference", "ascend", *FALLBACK])
+@pytest.mark.parametrize("route", ["reference", "ascend", "ascend:fused", *FALLBACK])
 def test_non_finite_state_only_touches_its_own_slot(route):
     w = make_workload(2, 512, 128, shuffle=True, nonzero_cache=True, seed=91, device=DEVICE)  # disjoint windows
     clean = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route, validate=False)
@@ -216,7 +216,7 @@ def test_nothing_to_read_writes_nothing(route):
         c128_256_512_compress(*w.args(), out=out, route=route)
 
 
-@pytest.mark.parametrize("route", ["ascend", *FALLBACK])
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused", *FALLBACK])
 def test_strided_index_tensors_and_weight(route):
     w = _small(128, 8, seed=93)
 

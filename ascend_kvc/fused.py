@@ -1,0 +1,91 @@
+"""Ladder rung ``fused``: the whole operator in one Triton kernel, one launch per call.
+
+Each program owns whole outputs (``BLOCK_D = 512``): the block-centric window loop of
+``gather_block.pool_window`` (one block-table lookup per physical block, ``[ROW_TILE, 512]`` row
+tiles, online softmax), then ``slot_bytes.store_slot_bytes`` (RMSNorm, bf16 rounding, INT8 with
+power-of-two scales, RoPE) stores the 584 bytes straight into the cache. No intermediate tensor,
+no allocation and no host sync per call. Outputs that are skipped or invalid (a bad index, a
+block id outside ``state_cache``) write nothing.
+
+It trades the conservative ``byte-scatter`` rung's real bf16 tensor boundary and pure-uint8
+scatter for one launch: quantisation and the byte stores happen in the kernel, with bf16
+rounding and scales done by integer bit operations.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .device import persistent_programs
+from .gather_block import pool_window
+from .layout import SLOTS_PER_PAGE
+from .slot_bytes import store_slot_bytes
+from .triton_helpers import resolve_output
+
+
+@triton.jit
+def _rope_halves(c8):
+    """``(cu, cw)``, each ``[32]``: ``c[448 + 2k]`` and ``c[449 + 2k]`` from ``c8 = c`` as ``[8, 64]``.
+
+    Row 7 is picked by a max over rows with every other row set to -inf: exact for every value
+    but NaN (whose bytes are free), and the sign of zero is kept. An integer masked sum of the
+    bits would be exact for NaN too, but bishengir-compile planned it past the unified buffer.
+    """
+    g = tl.arange(0, 8)
+    rope = tl.max(tl.where(g[:, None] == 7, c8, float("-inf")), axis=0)  # [64]
+    return tl.split(tl.reshape(rope, [32, 2]))
+
+
+@triton.jit
+def _fused_compress_kernel(
+    state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
+    boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
+    block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
+    weight_ptr,  # in, [512], bfloat16/float32, unit stride
+    cos_sin_ptr,  # in, [max_pos, 64], float32
+    kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
+    num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+    state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0,
+    eps,
+    C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr,
+    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
+    SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    dims = tl.arange(0, 512)
+    for i in range(pid, num_outputs, num_programs):
+        ok, req, pos, slot = resolve_output(
+            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+        m = tl.full([512], float("-inf"), tl.float32)
+        l = tl.zeros([512], tl.float32)
+        acc = tl.zeros([512], tl.float32)
+        n_bad = tl.where(ok, 0, 1)
+        if ok:
+            m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos,
+                                           block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
+                                           C, ROW_TILE, True, ROWS_PADDED)
+        if n_bad == 0:
+            c8 = tl.reshape(acc / l, [8, 64])
+            cu, cw = _rope_halves(c8)
+            store_slot_bytes(c8, cu, cw, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,
+                             kv_cache_ptr, slot, kv_s0, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES,
+                             SLOTS_PER_PAGE)
+
+
+def launch(args, out, spec) -> None:
+    """Run ``spec`` (from ``stages.kernel_specializations``): write every valid output into ``out``."""
+    n = args.num_outputs
+    st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
+    grid = (persistent_programs(args.device, n),)
+    globals()[spec.kernel][grid](
+        st, args.boundary_token_indices, args.token_to_req, args.positions, args.kv_slot_mapping, bt,
+        args.rms_norm_weight, cs, out,
+        n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], out.shape[0] * SLOTS_PER_PAGE,
+        cs.shape[0], args.block_size,
+        st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1), cs.stride(0), cs.stride(1),
+        out.stride(0), args.rms_norm_eps,
+        **spec.constexprs,
+    )
