@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ascend_kvc.layout import HEAD_DIM
+
 from . import matrix as mx
 from .toolchain import CODEGEN, TARGET_ARCH, UB_BITS_910B
 
@@ -13,9 +15,11 @@ def short_kernel(name: str) -> str:
 
 
 def tile(spec: dict) -> str:
+    """``ROWSxDIMS`` of the state tile a gather loads per step (a kernel without ``BLOCK_D`` owns
+    the whole head); ``-`` for kernels that load no state tile."""
     cx = spec["constexprs"]
     rows = cx.get("ROW_TILE", cx.get("BLOCK_BS", cx.get("BLOCK_T")))
-    return f"{rows}x{cx['BLOCK_D']}" if rows is not None and "BLOCK_D" in cx else "-"
+    return "-" if rows is None else f"{rows}x{cx.get('BLOCK_D', HEAD_DIM)}"
 
 
 def entry_name(e: dict) -> str:
