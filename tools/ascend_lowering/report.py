@@ -48,6 +48,8 @@ def problems(report: dict) -> list[str]:
             why = f"front end failed: {r['front_end_error'][:400]}"
         else:
             why = f"910B compiler: {r['compiler_message'][:400] or r['compiler']}"
+            if r.get("largest_ub_buffers"):
+                why += f"; largest buffers: {'; '.join(r['largest_ub_buffers'])}"
         where = users[key]
         more = f" (+{len(where) - 1} more)" if len(where) > 1 else ""
         out.append(f"{where[0]}{more}: {what}: {why}")

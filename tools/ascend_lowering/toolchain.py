@@ -113,8 +113,8 @@ def bishengir(linalg: str, work: Path, binary: Path, timeout_s: int = 300) -> di
     (work / "bishengir.log").write_text(" ".join(cmd) + "\n" + output)
     out = {"compiler": ERROR, "compiler_message": "", "ub_bits": None, "ub_available_bits": None,
            "compiler_s": round(time.perf_counter() - t, 2), "compiler_rc": rc}
-    plan = planned_ub_bits(work)
-    out["ub_bits"] = plan
+    out["ub_bits"] = planned_ub_bits(work)
+    out["largest_ub_buffers"] = largest_buffers(work, src.read_text().splitlines())
     m = _OVERFLOW.search(output)
     if REACHED_CODEGEN in output:
         out["compiler"] = CODEGEN
@@ -133,19 +133,38 @@ def error_lines(output: str) -> str:
     return ("; ".join(dict.fromkeys(lines)) or output.strip()[-600:])[:1000]
 
 
-def planned_ub_bits(work: Path) -> int | None:
-    """Highest end (bits) of the unified-buffer plan in ``memory_info_*.json``, or None."""
-    best = None
+def _ub_records(work: Path) -> list[dict]:
+    """The unified-buffer plan records of ``memory_info_*.json``: the successful one(s), else the last."""
+    chosen = []
     for path in sorted(work.glob("memory_info_*.json")):
         try:
             records = json.loads(path.read_text()).get("Record", [])
         except (ValueError, OSError):
             continue
         ub = [r for r in records if r.get("scope") == "ub"]
-        chosen = [r for r in ub if r.get("status") == "success"] or ub[-1:]
-        for r in chosen:
-            for buf in r.get("memory_info_array", []):
-                for offset in buf.get("offset", []):
-                    end = int(offset) * 8 + int(buf.get("extent", 0))
-                    best = end if best is None or end > best else best
-    return best
+        chosen += [r for r in ub if r.get("status") == "success"] or ub[-1:]
+    return chosen
+
+
+def planned_ub_bits(work: Path) -> int | None:
+    """Highest end (bits) of the unified-buffer plan in ``memory_info_*.json``, or None."""
+    ends = [int(offset) * 8 + int(buf.get("extent", 0))
+            for r in _ub_records(work) for buf in r.get("memory_info_array", []) for offset in buf.get("offset", [])]
+    return max(ends) if ends else None
+
+
+_SOURCE_LINE = re.compile(r":(\d+):\d+\)\"?\)?$")
+
+
+def largest_buffers(work: Path, source: list[str], count: int = 3) -> list[str]:
+    """The ``count`` largest planned UB buffers: KiB, buffer type and the Linalg op it came from."""
+    bufs = {}
+    for r in _ub_records(work):
+        for buf in r.get("memory_info_array", []):
+            kind = buf.get("buffer", "").rsplit(" : ", 1)[-1].split(", #hivm")[0]
+            m = _SOURCE_LINE.search(buf.get("source_location", ""))
+            op = source[int(m.group(1)) - 1].strip() if m and 0 < int(m.group(1)) <= len(source) else "?"
+            key = (kind, op)
+            bufs[key] = max(bufs.get(key, 0), int(buf.get("extent", 0)) * len(buf.get("offset", [])))
+    top = sorted(bufs.items(), key=lambda kv: -kv[1])[:count]
+    return [f"{bits / 8 / 1024:.0f} KiB {kind} from `{op[:120]}`" for (kind, op), bits in top]
