@@ -16,7 +16,7 @@ from ascend_kvc.layout import HEAD_DIM, PAYLOAD_BYTES, SCALE_BYTES
 from tools import ascend_lowering as audit
 from tools.ascend_lowering import matrix as mx
 from tools.ascend_lowering import probe
-from tools.ascend_lowering.toolchain import planned_ub_bits
+from tools.ascend_lowering.toolchain import largest_buffers, planned_ub_bits
 
 SCATTER = mx.SCATTER_KERNEL
 SCALAR_GATHER_STAGES = ("random-gather", "pre-gather")
@@ -147,11 +147,17 @@ def test_planned_bits_read_from_the_memory_plan(tmp_path):
     plan = {"Record": [
         {"scope": "ub", "status": "fail", "memory_info_array": [{"offset": [0], "extent": 9_999_999}]},
         {"scope": "ub", "status": "success", "memory_info_array": [
-            {"offset": [0, 32768], "extent": 262144}, {"offset": [180224], "extent": 32}]},
+            {"offset": [0, 32768], "extent": 262144, "buffer": "%a = memref.alloc() : memref<16x512xf32, #hivm.address_space<ub>>",
+             "source_location": 'loc("/x/kernel.ttadapter.mlir":2:10)'},
+            {"offset": [180224], "extent": 32, "buffer": "%b = memref.alloc() : memref<1xf32, #hivm.address_space<ub>>",
+             "source_location": 'loc("/x/kernel.ttadapter.mlir":1:5)'}]},
         {"scope": "l1", "status": "success", "memory_info_array": [{"offset": [0], "extent": 99_999_999}]},
     ]}
     (tmp_path / "memory_info_aiv.json").write_text(json.dumps(plan))
     assert planned_ub_bits(tmp_path) == 180224 * 8 + 32
+    source = ["%m = arith.maxnumf %x, %y : f32", "%t = tt.load %p : tensor<16x512xf32>"]
+    assert largest_buffers(tmp_path, source, count=1) == [
+        "64 KiB memref<16x512xf32> from `%t = tt.load %p : tensor<16x512xf32>`"]  # double-buffered: 2 x 32 KiB
     assert planned_ub_bits(tmp_path / "missing") is None
 
 

@@ -161,7 +161,7 @@ def largest_buffers(work: Path, source: list[str], count: int = 3) -> list[str]:
     bufs = {}
     for r in _ub_records(work):
         for buf in r.get("memory_info_array", []):
-            kind = buf.get("buffer", "").rsplit(" : ", 1)[-1].split(", #hivm")[0]
+            kind = buf.get("buffer", "").rsplit(" : ", 1)[-1].replace(", #hivm.address_space<ub>>", ">")
             m = _SOURCE_LINE.search(buf.get("source_location", ""))
             op = source[int(m.group(1)) - 1].strip() if m and 0 < int(m.group(1)) <= len(source) else "?"
             key = (kind, op)
