@@ -1,15 +1,16 @@
-"""Ladder rungs 3-5: block-centric gather, one block-table lookup per physical block.
+"""Ladder rungs 3-8: block-centric gather, one block-table lookup per physical block.
 
 Each step looks up one physical block and reads its window rows as ``[ROW_TILE, BLOCK_D]`` tiles
 (on Ascend: one DMA per tile, whatever the table's order). ``ROW_TILE`` comes from a per-BLOCK_D
 byte budget (``stages.row_tile``), not from the block size, so a block of any size fits the
 unified buffer. ``UNMASKED_MIDDLE`` loads the blocks strictly inside the window without masks;
 only the window's first and last blocks are masked. With ``BLOCK_D = 512`` one program owns the whole
-head and applies the RMSNorm itself (``FUSE_RMSNORM``). ``pool_window`` is the window loop, shared
+head and applies the RMSNorm itself (``FUSE_RMSNORM``) and, for ``byte-scatter``, the fp32 RoPE
+rotation (``FUSE_ROPE``), leaving bf16 rounding and quantisation to the framework. ``pool_window`` is the window loop, shared
 with the ``fused`` rung.
 
 Stages: ``block-gather`` (BLOCK_D 64, all masked), ``block-gather-nomask`` (64),
-``block-d128``, ``block-d256``, ``block-d512``.
+``block-d128``, ``block-d256``, ``block-d512``, ``byte-scatter`` (512 with ``FUSE_ROPE``).
 """
 
 from __future__ import annotations
@@ -110,6 +111,23 @@ def pool_window(
 
 
 @triton.jit
+def _rotate_rope_dims(y, cos_sin_row_ptr, cs_s1, ok):
+    """``y [512]`` with the GPT-J pairs of dims 448..511 rotated (fp32); every other dim unchanged.
+
+    Pairs are split out of ``y`` and interleaved back in registers; the cos/sin row is read as
+    contiguous (masked) vectors, and not at all when ``ok`` is false.
+    """
+    even, odd = tl.split(tl.reshape(y, [256, 2]))  # y[2j], y[2j + 1]
+    j = tl.arange(0, 256)
+    rope = j >= 224  # pair k = j - 224 of the 32 RoPE pairs
+    cos = tl.load(cos_sin_row_ptr + (j - 224) * cs_s1, mask=rope & ok, other=1.0)
+    sin = tl.load(cos_sin_row_ptr + (j - 192) * cs_s1, mask=rope & ok, other=0.0)
+    even_rot = tl.where(rope, even * cos - odd * sin, even)
+    odd_rot = tl.where(rope, odd * cos + even * sin, odd)
+    return tl.interleave(even_rot, odd_rot)
+
+
+@triton.jit
 def _block_gather_softmax_kernel(
     state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
     boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
@@ -121,8 +139,11 @@ def _block_gather_softmax_kernel(
     state_s0, state_s1, state_s2, bt_s0, bt_s1,
     weight_ptr,  # in, [512], bfloat16/float32 (read with FUSE_RMSNORM only)
     eps,
+    cos_sin_ptr,  # in, [max_pos, 64], float32 (read with FUSE_ROPE only)
+    cs_s0, cs_s1,
     C: tl.constexpr, BLOCK_D: tl.constexpr, ROW_TILE: tl.constexpr,
     UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr, FUSE_RMSNORM: tl.constexpr,
+    FUSE_ROPE: tl.constexpr,
 ):
     D_TILES: tl.constexpr = 512 // BLOCK_D
     pid = tl.program_id(0)
@@ -146,6 +167,8 @@ def _block_gather_softmax_kernel(
         if FUSE_RMSNORM:
             rrms = 1.0 / tl.sqrt(tl.sum(c * c, axis=0) / 512 + eps)
             c = c * rrms * tl.load(weight_ptr + dims).to(tl.float32)
+        if FUSE_ROPE:
+            c = _rotate_rope_dims(c, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok)
         tl.store(pooled_ptr + i * 512 + dims, c)
         if work % D_TILES == 0:
             tl.store(slot_out_ptr + i, tl.where(n_bad == 0, slot, -1))
@@ -154,6 +177,8 @@ def _block_gather_softmax_kernel(
 
 def launch(args, spec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run ``spec`` (from ``stages.kernel_specializations``): ``(pooled [N, 512] fp32, slot [N]
-    int64, rope_pos [N] int64)``; pooled is already RMS-normalised with ``FUSE_RMSNORM``."""
+    int64, rope_pos [N] int64)``; pooled is RMS-normalised with ``FUSE_RMSNORM`` and has its RoPE
+    dims rotated (still fp32) with ``FUSE_ROPE``."""
+    cs = args.cos_sin_cache
     return launch_index_kernel(globals()[spec.kernel], args, spec.constexprs,
-                               extra=(args.rms_norm_weight, args.rms_norm_eps))
+                               extra=(args.rms_norm_weight, args.rms_norm_eps, cs, cs.stride(0), cs.stride(1)))

@@ -1,8 +1,9 @@
 """Ladder rung 1, ``random-gather``: per-row block-table lookups and indirect row loads.
 
 Each step translates ``BLOCK_T`` window positions to physical rows one by one (a vector load of
-block-table entries) and gathers those rows. On a 910B this lowers to scalar loops and ran at
-~0.8x of the PyTorch baseline (ASCEND.md); it is the ladder's bottom rung, kept for comparison.
+block-table entries) and gathers those rows. triton-ascend lowers these indirect loads to scalar
+loops, and this design has been reported to run at about 0.8x of the PyTorch baseline on a 910B
+(not measured here); it is the ladder's bottom rung, kept for comparison.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ _STAGE_DESCRIPTIONS = {
     "block-d128": "block-gather-nomask with BLOCK_D=128",
     "block-d256": "block-gather-nomask with BLOCK_D=256",
     "block-d512": "BLOCK_D=512: one program owns the head and does the RMSNorm",
-    "byte-scatter": "block-d512, bf16-boundary quant/RoPE, pure-uint8 Triton scatter",
+    "byte-scatter": "block-d512 with fp32 RoPE, quantisation of a real bf16 tensor, pure-uint8 Triton scatter",
     "fused": "block-d512 gather, RMSNorm, quant/RoPE and the slot-byte stores in one kernel, one launch",
 }
 

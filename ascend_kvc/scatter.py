@@ -1,7 +1,9 @@
-"""The last rung's scatter: a Triton kernel that only copies uint8 bytes into the pages.
+"""The ``byte-scatter`` rung's scatter: a Triton kernel that only copies uint8 bytes into the pages.
 
 Keeping the byte path free of any arithmetic other than address math is what made it reliable
-on Ascend (ASCEND.md); it also replaces the host sync an index_put of the valid outputs needs.
+on Ascend; it also replaces the host sync an index_put of the valid outputs needs. Its sources
+are the framework's own tensors, read as bytes: the int8 NOPE values, the RoPE half of the bf16
+tensor, and the low byte of each int32 scale exponent (little-endian); the pad byte is a 0.
 """
 
 from __future__ import annotations
@@ -15,38 +17,47 @@ from .device import persistent_programs
 
 @triton.jit
 def _byte_scatter_kernel(
-    payload_ptr,  # in, [num_outputs, 576], uint8
-    scales_ptr,  # in, [num_outputs, 8], uint8
+    nope_ptr,  # in, [num_outputs, 448], int8 viewed as uint8
+    y_bf16_ptr,  # in, [num_outputs, 1024], the bf16 tensor's bytes: RoPE bytes at 896..1023
+    scale_ptr,  # in, [num_outputs, 28], the int32 exponent tensor's bytes: scale byte g at 4g
     slot_ptr,  # in, [num_outputs], int64: destination slot, < 0 = skip
     kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
     num_outputs,
     kv_s0,
-    PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
-    SLOTS_PER_PAGE: tl.constexpr,
+    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr,
+    SCALE_REGION: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
 ):
+    ROPE_BYTES: tl.constexpr = PAYLOAD_BYTES - NOPE_DIM
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     head = tl.arange(0, 512)
-    tail = tl.arange(0, PAYLOAD_BYTES - 512)
+    rope = tl.arange(0, ROPE_BYTES)
     sc = tl.arange(0, SCALE_BYTES)
     for i in range(pid, num_outputs, num_programs):
         slot = tl.load(slot_ptr + i)
         if slot >= 0:
+            row = tl.cast(i, tl.int64)
             page = slot // SLOTS_PER_PAGE
             in_page = slot - page * SLOTS_PER_PAGE
             dst = kv_cache_ptr + page * kv_s0 + in_page * PAYLOAD_BYTES
-            src = payload_ptr + tl.cast(i, tl.int64) * PAYLOAD_BYTES
-            tl.store(dst + head, tl.load(src + head))
-            tl.store(dst + 512 + tail, tl.load(src + 512 + tail))
-            sdst = kv_cache_ptr + page * kv_s0 + SCALE_REGION + in_page * SCALE_BYTES
-            tl.store(sdst + sc, tl.load(scales_ptr + tl.cast(i, tl.int64) * SCALE_BYTES + sc))
+            in_nope = head < NOPE_DIM
+            tl.store(dst + head, tl.load(nope_ptr + row * NOPE_DIM + head, mask=in_nope), mask=in_nope)
+            tl.store(dst + NOPE_DIM + rope, tl.load(y_bf16_ptr + row * 1024 + 2 * NOPE_DIM + rope))
+            scale_bytes = tl.load(scale_ptr + row * (4 * (SCALE_BYTES - 1)) + 4 * sc, mask=sc < SCALE_BYTES - 1,
+                                  other=0)  # byte 7: the pad
+            tl.store(kv_cache_ptr + page * kv_s0 + SCALE_REGION + in_page * SCALE_BYTES + sc, scale_bytes)
 
 
-def launch(out: torch.Tensor, slot: torch.Tensor, payload: torch.Tensor, scales: torch.Tensor, spec) -> None:
+def launch(out: torch.Tensor, slot: torch.Tensor, nope: torch.Tensor, y_bf16: torch.Tensor, scale: torch.Tensor,
+           spec) -> None:
     """Copy each output's 584 bytes into ``out`` at ``slot`` (skipping slot < 0); no host sync.
 
-    ``spec`` comes from ``stages.kernel_specializations``.
+    ``nope [N, 448] int8``, ``y_bf16 [N, 512] bfloat16`` and ``scale [N, 7] int32`` are contiguous
+    (``finalize.finalize_rotated``); ``spec`` comes from ``stages.kernel_specializations``.
     """
     n = slot.shape[0]
     grid = (persistent_programs(out.device, n),)
-    globals()[spec.kernel][grid](payload, scales, slot, out, n, out.stride(0), **spec.constexprs)
+    globals()[spec.kernel][grid](
+        nope.view(torch.uint8), y_bf16.view(torch.uint8), scale.view(torch.uint8), slot, out, n, out.stride(0),
+        **spec.constexprs,
+    )

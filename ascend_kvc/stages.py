@@ -2,7 +2,9 @@
 
 Every rung computes the same bytes; they differ in how the window reaches the chip and how the
 bytes leave it. Rungs up to ``block-d512`` finalize with framework tensor ops and write with an
-``index_put``; ``byte-scatter`` (the default ``ascend`` route) adds the pure-uint8 Triton scatter.
+``index_put``. ``byte-scatter`` (the default ``ascend`` route) rotates the RoPE dims in the gather,
+quantises a real bf16 tensor with framework ops and copies the bytes with a pure-uint8 Triton
+scatter: 12 device launches, no host sync. ``fused`` does all of it in one kernel, one launch.
 
 ``kernel_specializations`` is the one place that decides the kernels and constexprs of a stage:
 the launchers below run exactly what it returns, and the Ascend lowering audit compiles exactly
@@ -48,7 +50,7 @@ assert tuple(_LADDER) == ASCEND_STAGES
 WINDOW_ROWS_PER_STEP = 32
 
 _TRITON_DTYPES = {torch.float32: "*fp32", torch.bfloat16: "*bf16"}
-# The official index dtypes (SPEC): int32 table and request ids, int64 positions, boundaries, slots.
+# The operator's official index dtypes: int32 table and request ids, int64 positions, boundaries, slots.
 _INDEX_POINTERS = {
     "boundary_ptr": "*i64", "token_to_req_ptr": "*i32", "positions_ptr": "*i64", "slot_mapping_ptr": "*i64",
     "block_table_ptr": "*i32",
@@ -108,19 +110,20 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
     return KernelSpec(
         "ascend_kvc.gather_block", "_block_gather_softmax_kernel",
         dict(C=C, BLOCK_D=block_d, ROW_TILE=tile, UNMASKED_MIDDLE=unmasked_middle,
-             ROWS_PADDED=block_size % tile != 0, FUSE_RMSNORM=normalised),
-        {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS, "weight_ptr": "*bf16"},
+             ROWS_PADDED=block_size % tile != 0, FUSE_RMSNORM=normalised,
+             FUSE_ROPE=_LADDER[stage][4] == "triton"),
+        {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32"},
     )
 
 
 def _scatter_spec() -> KernelSpec:
-    from .layout import PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
+    from .layout import NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
 
     return KernelSpec(
         "ascend_kvc.scatter", "_byte_scatter_kernel",
-        dict(PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_BYTES=SCALE_BYTES, SCALE_REGION=SCALE_REGION,
+        dict(NOPE_DIM=NOPE_DIM, PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_BYTES=SCALE_BYTES, SCALE_REGION=SCALE_REGION,
              SLOTS_PER_PAGE=SLOTS_PER_PAGE),
-        {"payload_ptr": "*u8", "scales_ptr": "*u8", "slot_ptr": "*i64", "kv_cache_ptr": "*u8"},
+        {"nope_ptr": "*u8", "y_bf16_ptr": "*u8", "scale_ptr": "*u8", "slot_ptr": "*i64", "kv_cache_ptr": "*u8"},
     )
 
 
@@ -161,12 +164,14 @@ def run(args, route_name: str, plan, out) -> None:
     stage = stage_of(route_name)
     _, _, _, normalised, writer = _LADDER[stage]
     specs = kernel_specializations(stage, args.block_size, args.compress_ratio, args.state_cache.dtype)
+    if args.cos_sin_cache.shape[0] == 0:
+        return  # no position has a cos/sin row, so every output is invalid: nothing to write
     if writer == "fused":
-        importlib.import_module(specs[0].module).launch(args, out, specs[0])
+        _launcher(specs[0])(args, out, specs[0])
         return
     pooled, slot, rope_pos = _launcher(specs[0])(args, specs[0])
-    payload, scales = finalize.finalize_bytes(pooled, normalised, rope_pos, args)
     if writer == "triton":
-        _launcher(specs[1])(out, slot, payload, scales, specs[1])
+        _launcher(specs[1])(out, slot, *finalize.finalize_rotated(pooled), specs[1])
     else:
+        payload, scales = finalize.finalize_bytes(pooled, normalised, rope_pos, args)
         reference.scatter_slot_bytes(out, slot, payload, scales)

@@ -16,18 +16,26 @@ _NOT_KERNELS = {
 }
 
 
+_INSIDE_TRITON = [0]  # > 0 while a Triton launch runs (the CPU interpreter copies tensors with aten ops)
+
+
 class OpCounter(TorchDispatchMode):
-    """Records every aten op that runs a device kernel (views and allocations are not counted)."""
+    """Records every aten op that runs a device kernel (views and allocations are not counted),
+    outside Triton launches."""
 
     def __init__(self):
         super().__init__()
         self.ops: list[str] = []
+        self.out_dtypes: list[tuple[str, torch.dtype | None]] = []  # (op, dtype of its first output)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
-        if name not in _NOT_KERNELS:
+        result = func(*args, **(kwargs or {}))
+        if name not in _NOT_KERNELS and not _INSIDE_TRITON[0]:
             self.ops.append(name)
-        return func(*args, **(kwargs or {}))
+            first = result[0] if isinstance(result, (tuple, list)) and result else result
+            self.out_dtypes.append((name, first.dtype if isinstance(first, torch.Tensor) else None))
+        return result
 
 
 @contextlib.contextmanager
@@ -44,7 +52,11 @@ def record_triton_launches():
         def run(self, *args, _orig=cls.run, grid=None, warmup=False, **kwargs):
             if not warmup:
                 launches.append((self.fn.__name__, dict(kwargs)))
-            return _orig(self, *args, grid=grid, warmup=warmup, **kwargs)
+            _INSIDE_TRITON[0] += 1
+            try:
+                return _orig(self, *args, grid=grid, warmup=warmup, **kwargs)
+            finally:
+                _INSIDE_TRITON[0] -= 1
 
         cls.run = run
     try:
