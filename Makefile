@@ -1,14 +1,17 @@
 # The two commands a newcomer runs: `make test` and `make bench`.
 # Both build .venv from scratch when it is missing (torch, community triton for the CPU
-# interpreter, numpy, pytest, matplotlib, this package editable: the [cpu,test,bench] extras)
-# and .ascend-triton/ for the Ascend lowering audit.
+# interpreter, numpy, pytest, hypothesis, matplotlib, this package editable: the [cpu,test,bench]
+# extras) and .ascend-triton/ for the Ascend lowering audit (triton-ascend's front end and the
+# bishengir-compile it calls, from PyPI's ascendnpu-ir; x86-64 Linux, CPython 3.11). The audit
+# writes under build/ascend-audit/.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 ASCEND_TRITON := .ascend-triton
-ASCEND_STAMP  := $(ASCEND_TRITON)/.installed
 TRITON_ASCEND_VERSION := 3.2.0
+ASCENDNPU_IR_VERSION  := 1.2.0
+ASCEND_STAMP  := $(ASCEND_TRITON)/.installed-$(TRITON_ASCEND_VERSION)-$(ASCENDNPU_IR_VERSION)
 
 .PHONY: test bench audit install-check venv clean
 
@@ -20,9 +23,10 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # triton-ascend and community Triton both install the package `triton`, so the
-# Ascend front end lives in a side folder that only the audit puts on PYTHONPATH.
+# Ascend front end lives in a side folder that only the audit puts on PYTHONPATH;
+# ascendnpu-ir brings ascendnpuir/bin/bishengir-compile into the same folder.
 $(ASCEND_STAMP): | $(STAMP)
-	$(PY) -m pip install -q --disable-pip-version-check --no-deps --target $(ASCEND_TRITON) triton-ascend==$(TRITON_ASCEND_VERSION) pybind11
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --target $(ASCEND_TRITON) triton-ascend==$(TRITON_ASCEND_VERSION) ascendnpu-ir==$(ASCENDNPU_IR_VERSION) pybind11
 	touch $@
 
 test: $(STAMP) $(ASCEND_STAMP)
@@ -41,4 +45,4 @@ install-check: $(STAMP)
 	$(PY) -m pytest -q tests/test_install.py
 
 clean:
-	rm -rf $(VENV) $(ASCEND_TRITON)
+	rm -rf $(VENV) $(ASCEND_TRITON) build/ascend-audit

@@ -1,66 +1,166 @@
-"""The Ascend lowering audit (tools/ascend_lowering.py) on triton-ascend's real front end.
+"""The Ascend lowering audit (tools/ascend_lowering) on the real tool chain: triton-ascend's front
+end, then bishengir-compile (ascendnpu-ir) up to CANN's code generator.
 
-``make test`` installs triton-ascend into .ascend-triton/; without it these tests skip, except
-in CI, where a missing install is a failure.
+``make test`` installs both into .ascend-triton/; without them these tests skip, except in CI,
+where a missing install is a failure.
 """
 
+import json
 import os
+from collections import Counter
 
 import pytest
 
 from ascend_kvc import ASCEND_STAGES
+from ascend_kvc.layout import HEAD_DIM, PAYLOAD_BYTES, SCALE_BYTES
 from tools import ascend_lowering as audit
+from tools.ascend_lowering import matrix as mx
+from tools.ascend_lowering import probe
+from tools.ascend_lowering.toolchain import largest_buffers, planned_ub_bits
 
-BLOCK_CENTRIC = ["block-gather", "block-gather-nomask", "block-d128", "block-d256", "block-d512", "byte-scatter"]
+SCATTER = mx.SCATTER_KERNEL
+SCALAR_GATHER_STAGES = ("random-gather", "pre-gather")
+_ELEMENT = {"float32": ("f32", 4), "bfloat16": ("bf16", 2)}
+
+
+def _require_install():
+    try:
+        audit.driver.check_install()
+    except RuntimeError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")
-def reports():
-    if not (audit.ascend_triton_path() / "triton").is_dir():
-        if os.environ.get("CI"):
-            pytest.fail("triton-ascend is not installed in .ascend-triton/ (make test installs it)")
-        pytest.skip("triton-ascend not installed in .ascend-triton/ (run make test or make audit)")
+def report():
+    _require_install()
     return audit.run_audit()
 
 
-def _gathers(reports, stage):
-    return [r for r in reports if r["stage"] == stage and r["kernel"] != "_byte_scatter_kernel"]
+def _uses(report):
+    """(matrix entry, result) for every kernel of every entry."""
+    return [(e, report["results"][k]) for e in report["entries"] for k in e["kernels"]]
 
 
-def test_every_stage_is_audited_for_every_official_ratio(reports):
-    assert set(audit.STAGE_KERNELS) == set(ASCEND_STAGES)
-    for stage in ASCEND_STAGES:
-        assert sorted(r["C"] for r in _gathers(reports, stage)) == [128, 256, 512], stage
+def test_matrix_is_complete(report):
+    stages = mx.stages()
+    assert set(ASCEND_STAGES) <= set(stages)
+    cells = Counter((e["stage"], e["C"], e["block_size"], e["state_dtype"]) for e in report["entries"])
+    expected = {(s, c, bs, mx.dtype_name(dt)) for s in stages for c in (128, 256, 512)
+                for bs in (1, 3, 8, 16, 32, 64, 128, 256) for dt in mx.STATE_DTYPES}
+    assert set(cells) == expected and set(cells.values()) == {1}
+    assert all(e["kernels"] for e in report["entries"])
+    assert all(k in report["results"] for e in report["entries"] for k in e["kernels"])
+    # the byte-scatter rung runs a gather and the scatter
+    assert all(SCATTER in [report["results"][k]["spec"]["kernel"] for k in e["kernels"]]
+               for e in report["entries"] if e["stage"] == "byte-scatter")
+    # deduplicated: one compilation per distinct specialisation
+    assert report["specialisations"] == len(report["results"]) < sum(len(e["kernels"]) for e in report["entries"])
 
 
-def test_every_kernel_lowers_and_fits_the_unified_buffer(reports):
-    assert audit.problems(reports) == []
-    assert all(r["lowered"] for r in reports)
-    assert all(0 < r["footprint_bytes"] <= audit.UB_BYTES for r in reports)
+def test_every_specialisation_reaches_code_generation(report):
+    bad = audit.problems(report)
+    assert not bad, f"{len(bad)} specialisations fail:\n" + "\n".join(bad)
+    assert all(r["front_end"] and r["compiler"] == audit.CODEGEN for r in report["results"].values())
 
 
-@pytest.mark.parametrize("stage", BLOCK_CENTRIC)
-def test_block_centric_gather_moves_whole_tiles_per_table_lookup(reports, stage):
-    for r in _gathers(reports, stage):
-        tile = f"{audit.BLOCK_SIZE}x{r['block_d']}xf32"
-        hot_tiles = [c for c in r["copies"] if c["depth"] >= 2 and not c["in_scalar_loop"] and c["shape"] == tile]
-        assert r["scalar_loops_in_hot_loop"] == 0 and r["discrete_accesses"] == 0, r
-        assert r["table_loads_in_hot_loop"] >= 1 and hot_tiles, r
-        # values + scores: two [block_size, BLOCK_D] fp32 tiles per block-table entry
-        assert r["bytes_per_scalar_access"] >= 2 * audit.BLOCK_SIZE * r["block_d"] * 4, r
+def test_planned_unified_buffer_is_recorded(report):
+    for r in report["results"].values():
+        if r["compiler"] == audit.CODEGEN:
+            assert r["ub_bits"] is not None and 0 < r["ub_bits"] <= audit.UB_BITS_910B, r
 
 
-def test_random_gather_is_seen_scalarised(reports):
-    for r in _gathers(reports, "random-gather"):
-        assert r["scalar_loops_in_hot_loop"] >= 1 and r["discrete_accesses"] >= 1, r
-        assert any(c["in_scalar_loop"] for c in r["copies"])
-        assert r["bytes_per_scalar_access"] < audit.BLOCK_SIZE * r["block_d"] * 4, r
+def test_the_compiler_catches_a_unified_buffer_overflow(tmp_path, monkeypatch):
+    """Same check on a probe kernel that fits at 8 rows and overflows at 64; nothing in the temp dir."""
+    _require_install()
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    monkeypatch.setenv("ASCEND_AUDIT_BUILD", str(tmp_path / "build"))  # fresh: nothing cached
+    monkeypatch.setenv("TMPDIR", str(system_tmp))
+    specs = [mx.Spec(probe.__name__, "_tile_softmax_probe_kernel", (("ROWS", rows),),
+                     (("pooled_ptr", "*fp32"), ("state_ptr", "*fp32")))
+             for rows in (probe.FITS_ROWS, probe.OVERFLOWS_ROWS)]
+    results = audit.compile_specs(specs, jobs=2)
+    fits, overflows = (results[s.key] for s in specs)
+    assert fits["front_end"] and fits["compiler"] == audit.CODEGEN, fits
+    assert 0 < fits["ub_bits"] <= audit.UB_BITS_910B
+    assert overflows["front_end"] and overflows["compiler"] == audit.UB_OVERFLOW, overflows
+    assert "ub overflow, requires" in overflows["compiler_message"]
+    assert overflows["ub_bits"] > overflows["ub_available_bits"] == audit.UB_BITS_910B
+    assert not overflows["cached"]
+    report = {"entries": [{"stage": "probe", "C": 0, "block_size": 64, "state_dtype": "float32",
+                           "kernels": [specs[1].key]}], "results": {specs[1].key: {**overflows, "spec": specs[1].as_dict()}}}
+    assert len(audit.problems(report)) == 1 and "ub overflow" in audit.problems(report)[0]
+    assert list(system_tmp.iterdir()) == []
 
 
-def test_byte_scatter_lowers_to_plain_byte_copies(reports):
-    (scatter,) = [r for r in reports if r["kernel"] == "_byte_scatter_kernel"]
-    assert scatter["lowered"] and scatter["scalar_loops"] == 0
-    assert sum(c["bytes"] for c in scatter["copies"]) >= 584  # one slot's payload and scales into the UB
+def _tile_rows(spec):
+    cx = spec["constexprs"]
+    return cx.get("ROW_TILE", cx.get("BLOCK_BS"))
+
+
+def test_block_centric_gathers_move_whole_tiles_per_table_lookup(report):
+    checked = 0
+    for e, r in _uses(report):
+        if e["stage"] in SCALAR_GATHER_STAGES or r["spec"]["kernel"] == SCATTER:
+            continue
+        # a kernel without BLOCK_D (the fused rung) owns the whole head
+        a, rows, block_d = r["analysis"], _tile_rows(r["spec"]), r["spec"]["constexprs"].get("BLOCK_D", HEAD_DIM)
+        elem, size = _ELEMENT[e["state_dtype"]]
+        tile = f"{rows}x{block_d}x{elem}"
+        hot_tiles = [c for c in a["copies"] if c["depth"] >= 2 and not c["in_scalar_loop"] and c["shape"] == tile]
+        assert a["scalar_loops_in_hot_loop"] == 0 and a["discrete_accesses"] == 0, (e, tile)
+        assert a["table_loads_in_hot_loop"] >= 1 and hot_tiles, (e, tile, a["copies"])
+        # values + scores: two [rows, BLOCK_D] tiles per block-table entry
+        assert a["bytes_per_scalar_access"] >= 2 * rows * block_d * size, (e, a)
+        checked += 1
+    assert checked >= (len(mx.stages()) - len(SCALAR_GATHER_STAGES)) * 3 * 8 * 2
+
+
+def test_random_gather_is_seen_scalarised(report):
+    for e, r in _uses(report):
+        if e["stage"] != "random-gather":
+            continue
+        a, cx = r["analysis"], r["spec"]["constexprs"]
+        assert a["scalar_loops_in_hot_loop"] >= 1 and a["discrete_accesses"] >= 1, e
+        assert any(c["in_scalar_loop"] for c in a["copies"]), e
+        assert a["bytes_per_scalar_access"] < cx["BLOCK_T"] * cx["BLOCK_D"] * 4, e
+
+
+def test_byte_scatter_lowers_to_plain_byte_copies(report):
+    scatters = [r for r in report["results"].values() if r["spec"]["kernel"] == SCATTER]
+    assert len(scatters) == 1  # one specialisation whatever C, block size and state dtype
+    a = scatters[0]["analysis"]
+    assert a["scalar_loops"] == 0 and a["discrete_accesses"] == 0
+    assert a["copies"] and all(c["shape"].endswith("xi8") and not c["in_scalar_loop"] for c in a["copies"])
+    # one slot's bytes reach the UB as vectors (the scale region's pad byte may be made on chip)
+    assert sum(c["bytes"] for c in a["copies"]) >= PAYLOAD_BYTES + SCALE_BYTES - 1
+
+
+def test_table_prints_every_stage(report):
+    table = audit.format_table(report)
+    assert all(f"| {s} " in table for s in mx.stages())
+    assert "code generation reached" in table
+
+
+def test_planned_bits_read_from_the_memory_plan(tmp_path):
+    # offsets in bytes, extents in bits; a failed retry before the successful plan is ignored
+    plan = {"Record": [
+        {"scope": "ub", "status": "fail", "memory_info_array": [{"offset": [0], "extent": 9_999_999}]},
+        {"scope": "ub", "status": "success", "memory_info_array": [
+            {"offset": [0, 32768], "extent": 262144, "buffer": "%a = memref.alloc() : memref<16x512xf32, #hivm.address_space<ub>>",
+             "source_location": 'loc("/x/kernel.ttadapter.mlir":2:10)'},
+            {"offset": [180224], "extent": 32, "buffer": "%b = memref.alloc() : memref<1xf32, #hivm.address_space<ub>>",
+             "source_location": 'loc("/x/kernel.ttadapter.mlir":1:5)'}]},
+        {"scope": "l1", "status": "success", "memory_info_array": [{"offset": [0], "extent": 99_999_999}]},
+    ]}
+    (tmp_path / "memory_info_aiv.json").write_text(json.dumps(plan))
+    assert planned_ub_bits(tmp_path) == 180224 * 8 + 32
+    source = ["%m = arith.maxnumf %x, %y : f32", "%t = tt.load %p : tensor<16x512xf32>"]
+    assert largest_buffers(tmp_path, source, count=1) == [
+        "64 KiB memref<16x512xf32> from `%t = tt.load %p : tensor<16x512xf32>`"]  # double-buffered: 2 x 32 KiB
+    assert planned_ub_bits(tmp_path / "missing") is None
 
 
 def test_analysis_reads_a_scalarised_loop():

@@ -1,0 +1,114 @@
+"""What the audit compiles: every Ascend kernel x C x block_size x state dtype, deduplicated.
+
+The kernels of a stage and their exact constexprs and pointer types come from
+``ascend_kvc.stages.kernel_specializations(stage, block_size, compress_ratio, state_dtype)``, the
+list the route's launchers themselves run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import torch
+
+from ascend_kvc import ASCEND_STAGES
+
+RATIOS = (128, 256, 512)
+BLOCK_SIZES = (1, 3, 8, 16, 32, 64, 128, 256)
+STATE_DTYPES = (torch.float32, torch.bfloat16)
+SCATTER_KERNEL = "_byte_scatter_kernel"
+
+_TRITON_TYPES = {
+    torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.int64: "i64",
+    torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "i1",
+}
+_TYPE_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int64": "i64", "int32": "i32",
+                 "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def pointer_type(dtype) -> str:
+    """Triton signature type (``*fp32``) of a pointer to ``dtype`` (torch dtype or its name)."""
+    if isinstance(dtype, torch.dtype):
+        return "*" + _TRITON_TYPES[dtype]
+    name = str(dtype).removeprefix("torch.").lstrip("*")
+    return "*" + _TYPE_ALIASES.get(name, name)
+
+
+def stages() -> tuple[str, ...]:
+    """The Ascend ladder's stages, plus the ``fused`` rung where the package has one outside it."""
+    if "fused" in ASCEND_STAGES:
+        return ASCEND_STAGES
+    from ascend_kvc.stages import kernel_specializations
+
+    try:
+        kernel_specializations("fused", BLOCK_SIZES[0], RATIOS[0], STATE_DTYPES[0])
+    except ValueError:
+        return ASCEND_STAGES
+    return ASCEND_STAGES + ("fused",)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One compilation: a kernel with its constexprs and pointer element types."""
+
+    module: str
+    kernel: str
+    constexprs: tuple  # sorted (name, value) pairs
+    pointer_types: tuple  # sorted (name, "*fp32") pairs
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps([self.module, self.kernel, self.constexprs, self.pointer_types])
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def hot_depth(self) -> int:
+        # The gathers' per-output window loop sits inside the persistent loop; the scatter has none.
+        return 1 if self.kernel == SCATTER_KERNEL else 2
+
+    def as_dict(self) -> dict:
+        return {"module": self.module, "kernel": self.kernel, "constexprs": dict(self.constexprs),
+                "pointer_types": dict(self.pointer_types), "hot_depth": self.hot_depth}
+
+
+def to_spec(kernel_spec) -> Spec:
+    """A ``KernelSpec`` (module, kernel, constexprs, pointer_dtypes) as a hashable ``Spec``."""
+    cx = {k: (v.item() if hasattr(v, "item") else v) for k, v in dict(kernel_spec.constexprs).items()}
+    ptrs = {k: pointer_type(v) for k, v in dict(kernel_spec.pointer_dtypes).items()}
+    return Spec(kernel_spec.module, kernel_spec.kernel, tuple(sorted(cx.items())), tuple(sorted(ptrs.items())))
+
+
+def kernel_specs(stage: str, block_size: int, ratio: int, state_dtype: torch.dtype) -> list[Spec]:
+    from ascend_kvc.stages import kernel_specializations
+
+    return [to_spec(k) for k in kernel_specializations(stage, block_size, ratio, state_dtype)]
+
+
+@dataclass(frozen=True)
+class Entry:
+    stage: str
+    C: int
+    block_size: int
+    state_dtype: str
+    specs: tuple[Spec, ...]
+
+
+def build_matrix() -> list[Entry]:
+    return [
+        Entry(stage, C, bs, dtype_name(dt), tuple(kernel_specs(stage, bs, C, dt)))
+        for stage in stages() for C in RATIOS for bs in BLOCK_SIZES for dt in STATE_DTYPES
+    ]
+
+
+def unique_specs(matrix: list[Entry]) -> list[Spec]:
+    seen: dict[str, Spec] = {}
+    for e in matrix:
+        for s in e.specs:
+            seen.setdefault(s.key, s)
+    return list(seen.values())
