@@ -1,4 +1,4 @@
-"""Argument checks (SPEC "Bad input"): metadata always, values when ``validate=True``.
+"""Argument checks (docs/CONTRACT.md, "Bad input"): metadata always, values when ``validate=True``.
 
 Metadata checks read only shapes, dtypes and devices. Value checks (``check_values``) cost a
 couple of dozen framework ops and one host sync, whatever the number of outputs: on an NPU every

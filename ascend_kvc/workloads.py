@@ -1,4 +1,4 @@
-"""Inputs for the official workloads (SPEC "Official workloads") and smaller look-alikes.
+"""Inputs for the official workloads (docs/CONTRACT.md, "Official workloads") and smaller look-alikes.
 
 A case has ``num_reqs`` requests of ``total_tokens / num_reqs`` tokens at positions ``0..L-1``;
 boundary tokens are those with ``(p + 1) % C == 0``. Options cover what a real serving engine
