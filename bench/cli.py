@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["auto", "npu", "cuda", "cpu"], default="auto")
     p.add_argument("--cases", nargs="+", default=None,
-                   help="'official' (12 SPEC cases), 'small', or R,T,C triples (default: official on a GPU/NPU, small on CPU)")
+                   help="'official' (the 12 cases of docs/CONTRACT.md), 'small', or R,T,C triples (default: official on a GPU/NPU, small on CPU)")
     p.add_argument("--routes", default=None,
                    help="comma-separated: reference, ascend, ascend:<stage>, gpgpu (default: reference, every Ascend stage, gpgpu)")
     p.add_argument("--stages", default=None, help="comma-separated Ascend stages to run (default: all)")

@@ -1,4 +1,4 @@
-"""The reference route against the float64 oracle, over the axes SPEC and real engines vary."""
+"""The reference route against the float64 oracle, over the axes the contract and real engines vary."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Every bad input SPEC lists: a TypeError/ValueError naming the argument, and no byte written."""
+"""Every bad input docs/CONTRACT.md lists: a TypeError/ValueError naming the argument, and no byte written."""
 
 import pytest
 import torch
