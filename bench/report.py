@@ -88,9 +88,13 @@ def write_report(folder: str, info: dict, rows: list[dict], command: str | None 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench.report RESULTS.json DIR``: redraw the report of a saved run into DIR."""
-    import sys
+    import argparse
 
-    src, dst = (argv or sys.argv[1:])[:2]
+    p = argparse.ArgumentParser(prog="python -m bench.report", description="Redraw the report of a saved run.")
+    p.add_argument("results_json", help="bench.json of a run (python -m bench --json or --report)")
+    p.add_argument("dir", help="folder to write report.md, the CSV/JSON and the figures into")
+    a = p.parse_args(argv)
+    src, dst = a.results_json, a.dir
     with open(src) as f:
         data = json.load(f)
     print(write_report(dst, data["machine"], data["results"], data["machine"].get("command")))
