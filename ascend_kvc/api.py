@@ -21,12 +21,14 @@ def clear_launch_plans() -> None:
 
 
 def _signature(route, tensors, scalars) -> tuple:
-    """``(key, plan or None)``; ``(None, None)`` when the arguments cannot form a key."""
+    """``(key, plan or None, data pointers)``; ``(None, None, None)`` when the arguments cannot
+    form a key."""
     try:
-        key = (route, call_signature(tensors, scalars))
-        return key, _PLANS.get(key)
+        sig, pointers = call_signature(tensors, scalars)
+        key = (route, sig)
+        return key, _PLANS.get(key), pointers
     except (AttributeError, TypeError, RuntimeError):  # not plain tensors, unhashable: no plan
-        return None, None
+        return None, None, None
 
 
 def c128_256_512_compress(
@@ -77,9 +79,9 @@ def c128_256_512_compress(
     """
     tensors = (state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
                cos_sin_cache, kv_slot_mapping, kv_cache, out)
-    key, launch = _signature(route, tensors, (block_size, compress_ratio, rms_norm_eps))
+    key, launch, pointers = _signature(route, tensors, (block_size, compress_ratio, rms_norm_eps))
     if launch is not None and not validate:
-        return launch(*tensors)
+        return launch.run_pointers(pointers, tensors)
 
     args = check_metadata(
         state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,

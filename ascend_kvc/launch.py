@@ -5,7 +5,9 @@ scratch, and the argument signature that a cached launch plan is keyed by.
 the compiled kernel up on every call (tens of microseconds). A ``KernelLauncher`` does that once:
 its first call goes through ``kernel[grid]`` and keeps the ``CompiledKernel`` it returns; later
 calls hand the arguments straight to that kernel's launcher, as ``JITFunction.run`` itself does
-after its look-up. The caller guarantees that later calls have the same specialisation (same
+after its look-up. Pointer arguments may then be plain integer addresses: Triton's CUDA launcher
+takes an integer as the address itself, where for a tensor it calls ``data_ptr()`` and asks the
+driver about the pointer (``cuPointerGetAttribute``), about a microsecond per tensor. The caller guarantees that later calls have the same specialisation (same
 dtypes, same integer arguments, same 16-byte alignment of every pointer): it keys its plans with
 ``call_signature``.
 """
@@ -18,22 +20,29 @@ import inspect
 import torch
 
 
-def call_signature(tensors: tuple, scalars: tuple) -> tuple:
-    """Everything about the arguments that a checked, specialised launch plan depends on.
+def call_signature(tensors: tuple, scalars: tuple) -> tuple[tuple, list]:
+    """``(key, pointers)``: everything about the arguments that a checked, specialised launch plan
+    depends on, and each tensor's data address (``None`` for a ``None`` argument).
 
     Per tensor: its Python type, dtype, shape, strides, device and whether its address is
     16-byte aligned (Triton specialises pointers on that); per scalar: its type and value.
+    The addresses let a plan hand plain integers to the compiled kernel's launcher, which then
+    neither calls ``data_ptr`` nor asks the driver about each pointer again.
     Raises ``AttributeError``/``TypeError`` on a non-tensor; the caller then takes the slow path.
     """
     key = []
+    pointers = []
     for t in tensors:
         if t is None:
             key.append(None)
+            pointers.append(None)
         else:
-            key += (type(t), t.dtype, t.shape, t.stride(), t.device, t.data_ptr() & 15)
+            p = t.data_ptr()
+            pointers.append(p)
+            key += (type(t), t.dtype, t.shape, t.stride(), t.device, p & 15)
     for s in scalars:
         key += (type(s), s)
-    return tuple(key)
+    return tuple(key), pointers
 
 
 @functools.lru_cache(maxsize=None)
@@ -87,6 +96,18 @@ class KernelLauncher:
     def direct(self) -> bool:
         """Whether the next call skips ``kernel[grid]``."""
         return self._compiled is not None
+
+    def takes_addresses(self) -> bool:
+        """Whether the next call may pass integer addresses for pointer arguments: the kernel is
+        compiled and no launch hook (a profiler's) wants to see the tensors."""
+        if self._compiled is None:
+            return False
+        knobs = _runtime_knobs()
+        return _hook_idle(knobs.launch_enter_hook) and _hook_idle(knobs.launch_exit_hook)
+
+    def launch_compiled(self, stream: int, *args) -> None:
+        """Launch the compiled kernel, no questions asked: only after ``takes_addresses()``."""
+        self._run(*self.grid, stream, self._function, self._packed, None, None, None, *args, *self._tail)
 
     def __call__(self, stream: int, *args) -> None:
         """Launch with the runtime arguments ``args`` on the raw CUDA stream ``stream``

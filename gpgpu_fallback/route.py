@@ -31,7 +31,7 @@ class CompressPlan:
         self.nothing_to_do = n == 0 or args.nothing_to_read
         if self.nothing_to_do:
             return
-        tiles = tiles_for(device_kind(dev), C)
+        tiles = tiles_for(device_kind(dev), C, n)
         steps = window_steps(tiles, bs)
         max_cols = (C - 1) // bs + 2  # logical blocks a window can touch
         units = compute_units(dev.type, dev.index if dev.index is not None else 0)
@@ -49,7 +49,8 @@ class CompressPlan:
             args.rms_norm_eps,
         )
         constexprs = dict(C=C, BLOCK_D=tiles.block_d, ROWS=steps.rows, NB=steps.blocks, CHUNKED=steps.chunked,
-                          SPLITS=splits, SPLITS_P2=max(2, triton.next_power_of_2(splits)), **SLOT_LAYOUT_CONSTEXPRS)
+                          SPLITS=splits, SPLITS_P2=max(2, triton.next_power_of_2(splits)),
+                          EVICT="evict_first" if tiles.evict_first else "", **SLOT_LAYOUT_CONSTEXPRS)
         grid = (n * splits * (HEAD_DIM // tiles.block_d),)
         self.launcher = KernelLauncher(_window_compress_kernel, grid, constexprs,
                                        dict(num_warps=tiles.warps, num_stages=tiles.stages))
@@ -73,6 +74,26 @@ class CompressPlan:
         part, arrivals = stream_scratch(self.device, stream, self.scratch_floats, self.num_outputs)
         self.launcher(stream, state_cache, boundary_token_indices, token_to_req, positions, kv_slot_mapping,
                       block_table, rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars)
+        return out
+
+    def run_pointers(self, pointers: list, tensors: tuple):
+        """``self(*tensors)`` on a repeat call, given the tensors' data addresses in the same
+        order (``ascend_kvc.launch.call_signature`` gives both): once the kernel is compiled,
+        the launch takes integers and reads no tensor attribute again."""
+        index = self.cuda_index
+        if self.nothing_to_do or not self.launcher.takes_addresses() or torch._C._cuda_getDevice() != index:
+            return self(*tensors)
+        out = tensors[9]
+        if out is None:
+            out = torch.zeros_like(tensors[8], memory_format=torch.contiguous_format)
+            out_ptr = out.data_ptr()
+        else:
+            out_ptr = pointers[9]
+        stream = torch._C._cuda_getCurrentRawStream(index)
+        part, arrivals = stream_scratch(self.device, stream, self.scratch_floats, self.num_outputs)
+        p = pointers
+        self.launcher.launch_compiled(stream, p[0], p[3], p[1], p[2], p[7], p[4], p[5], p[6], out_ptr,
+                      part.data_ptr(), arrivals.data_ptr(), *self.scalars)
         return out
 
 
