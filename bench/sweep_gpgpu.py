@@ -40,8 +40,10 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--json")
     p.add_argument("--big", action="store_true", help="only the 131072-token cases")
-    p.add_argument("--tiles", nargs="+", metavar="D,ROWS,WARPS,STAGES[,PPU[,MAX_SPLITS]]",
-                   help="tile sets (block_d, rows per step, warps, stages, programs per SM, most window pieces); default: the table's")
+    p.add_argument("--cases", nargs="+", metavar="R,T,C", help="these cases instead of the official ones")
+    p.add_argument("--tiles", nargs="+", metavar="D,ROWS,WARPS,STAGES[,PPU[,MAX_SPLITS[,EVICT_FIRST]]]",
+                   help="tile sets (block_d, rows per step, warps, stages, programs per SM, most window pieces, "
+                        "1 for evict_first state loads); default: the table's")
     a = p.parse_args()
     info = machine_info("cuda")
     info.update(measure_bandwidth("cuda", lambda fn: {"ms": _time(fn)}))
@@ -51,7 +53,9 @@ def main() -> int:
     saved = dict(tuning.TILES), dict(tuning.TILES_BY_RATIO)
     sets = [tuple(int(x) for x in t.split(",")) for t in a.tiles] if a.tiles else [None]
     results = []
-    cases = [c for c in OFFICIAL_CASES if c[1] == 131072] if a.big else OFFICIAL_CASES
+    cases = [tuple(int(x) for x in c.split(",")) for c in a.cases] if a.cases else OFFICIAL_CASES
+    if a.big:
+        cases = [c for c in cases if c[1] == 131072]
     for case in cases:
         w = make_workload(*case, shuffle=True, nonzero_cache=True, seed=1, device="cuda")
         checked = w.checked_args()
@@ -65,13 +69,14 @@ def main() -> int:
         for ts in sets:
             if ts is not None:
                 bd, rows, warps, stages, *rest = ts
-                ppu, max_splits = (list(rest) + [8, 16][len(rest):])[:2]
+                ppu, max_splits, evict = (list(rest) + [8, 16, 0][len(rest):])[:3]
                 tuning.TILES_BY_RATIO[(kind, w.compress_ratio)] = tuning.GpgpuTiles(
                     block_d=bd, rows_per_step=rows, warps=warps, stages=stages,
-                    programs_per_unit=ppu, max_splits=max_splits)
+                    programs_per_unit=ppu, max_splits=max_splits, evict_first=bool(evict))
             clear_launch_plans()
-            used = tuning.tiles_for(kind, w.compress_ratio)
-            label = [used.block_d, used.rows_per_step, used.warps, used.stages, used.programs_per_unit, used.max_splits]
+            used = tuning.tiles_for(kind, w.compress_ratio, w.num_outputs)
+            label = [used.block_d, used.rows_per_step, used.warps, used.stages, used.programs_per_unit, used.max_splits,
+                     int(used.evict_first)]
             out.copy_(w.kv_cache)
             call()
             report = check_cache(checked, out, w.kv_cache, truth)

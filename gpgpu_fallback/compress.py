@@ -33,7 +33,7 @@ def _window_compress_kernel(
     cols_per_split,
     state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
     C: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, NB: tl.constexpr, CHUNKED: tl.constexpr,
-    SPLITS: tl.constexpr, SPLITS_P2: tl.constexpr,
+    SPLITS: tl.constexpr, SPLITS_P2: tl.constexpr, EVICT: tl.constexpr,
     NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
     SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
 ):
@@ -52,7 +52,7 @@ def _window_compress_kernel(
     m, l, acc, n_bad = gather_piece(
         state_ptr, block_table_ptr + req * bt_s0, ok, pos, col_start, col_end, dims,
         num_blocks, block_size, state_s0, state_s1, state_s2, bt_s1,
-        C, BLOCK_D, ROWS, NB, CHUNKED)
+        C, BLOCK_D, ROWS, NB, CHUNKED, EVICT)
 
     base = tl.cast(i, tl.int64) * (3 * SPLITS * 512) + piece * 512 + dims
     tl.store(part_ptr + base, m)

@@ -4,7 +4,8 @@ A program streams its piece of the window ``NB`` physical blocks at a time: one 
 entry per block, a ``[NB, ROWS, BLOCK_D]`` tile per step, no contiguity assumed. Blocks taller
 than a step (``CHUNKED``) are walked one block at a time, in ``ROWS``-row chunks of the rows the
 window needs, still with one block-table read per block. The result is the piece's softmax
-state (running max, sum, weighted sum) and how many bad block ids it met.
+state (running max, sum, weighted sum) and how many bad block ids it met. State rows are read
+once: ``EVICT`` is the L2 eviction hint for them (``"evict_first"`` or ``""``, from the tile table).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def gather_piece(
     ok, pos, col_start, col_end, dims,
     num_blocks, block_size, state_s0, state_s1, state_s2, bt_s1,
     C: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, NB: tl.constexpr, CHUNKED: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     """Softmax state ``(m, l, acc)`` over dims ``dims`` of window columns ``[col_start, col_end)``
     (rows outside the window ``[pos - C + 1, pos]`` masked), and the count of bad block ids."""
@@ -45,8 +47,8 @@ def gather_piece(
                     r = r0 + rin
                     row_ok = r <= r_hi
                     ptrs = state_ptr + blk * state_s0 + r[:, None].to(tl.int64) * state_s1 + dims[None, :] * state_s2
-                    values = tl.load(ptrs, mask=row_ok[:, None], other=0.0).to(tl.float32)
-                    scores = tl.load(ptrs + 512 * state_s2, mask=row_ok[:, None], other=float("-inf")).to(tl.float32)
+                    values = tl.load(ptrs, mask=row_ok[:, None], other=0.0, eviction_policy=EVICT).to(tl.float32)
+                    scores = tl.load(ptrs + 512 * state_s2, mask=row_ok[:, None], other=float("-inf"), eviction_policy=EVICT).to(tl.float32)
                     m, l, acc = online_softmax_update(m, l, acc, values, scores)
         else:
             nb = tl.arange(0, NB)
@@ -62,8 +64,8 @@ def gather_piece(
                 row_off = blk[:, None] * state_s0 + rin[None, :].to(tl.int64) * state_s1  # [NB, ROWS]
                 ptrs = state_ptr + row_off[:, :, None] + dims[None, None, :] * state_s2  # [NB, ROWS, BLOCK_D]
                 mask3 = row_mask[:, :, None]
-                values = tl.load(ptrs, mask=mask3, other=0.0).to(tl.float32)
-                scores = tl.load(ptrs + 512 * state_s2, mask=mask3, other=float("-inf")).to(tl.float32)
+                values = tl.load(ptrs, mask=mask3, other=0.0, eviction_policy=EVICT).to(tl.float32)
+                scores = tl.load(ptrs + 512 * state_s2, mask=mask3, other=float("-inf"), eviction_policy=EVICT).to(tl.float32)
                 values = tl.reshape(values, [NB * ROWS, BLOCK_D])
                 scores = tl.reshape(scores, [NB * ROWS, BLOCK_D])
                 m, l, acc = online_softmax_update(m, l, acc, values, scores)

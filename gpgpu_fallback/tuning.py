@@ -18,6 +18,7 @@ class GpgpuTiles:
     stages: int  # software-pipelining depth of the window loop (num_stages)
     programs_per_unit: int  # aim for this many programs per SM before splitting windows
     max_splits: int
+    evict_first: bool = False  # L2 hint on the state rows (read once): leave others' lines in L2
 
 
 TILES: dict[str, GpgpuTiles] = {
@@ -27,19 +28,39 @@ TILES: dict[str, GpgpuTiles] = {
     # Anything else CUDA-like (A100, consumer parts, other Triton GPU backends) and the interpreter.
     "default": GpgpuTiles(block_d=128, rows_per_step=32, warps=4, stages=3, programs_per_unit=8, max_splits=16),
 }
-# Per-(kind, compress_ratio) exceptions to TILES.
-# sm90: bench/sweep_gpgpu.py on an H200 (graph replay, all official cases): two warps a program
-# and 32 rows a step beat 4 warps and 64 rows on the 131072-token cases, with 128 head dims a
-# program for C = 128 and 256 and 64 for C = 512 (bench/RESULTS.md).
-TILES_BY_RATIO: dict[tuple[str, int], GpgpuTiles] = {
-    ("cuda:sm90", 128): GpgpuTiles(block_d=128, rows_per_step=32, warps=2, stages=3, programs_per_unit=8, max_splits=16),
-    ("cuda:sm90", 256): GpgpuTiles(block_d=128, rows_per_step=32, warps=2, stages=3, programs_per_unit=8, max_splits=16),
-    ("cuda:sm90", 512): GpgpuTiles(block_d=64, rows_per_step=32, warps=2, stages=3, programs_per_unit=8, max_splits=8),
+# Per-(kind, compress_ratio) exceptions to TILES: a GpgpuTiles, or ``(most outputs, tiles)`` steps
+# in rising order (``None``: any number), since a call with few outputs wants other tiles than one
+# with many.
+# sm90: bench/sweep_gpgpu.py on an H200 (graph replay, every official case; bench/RESULTS.md).
+# Few outputs: small programs (one warp, 32 head dims) so that the grid fills every SM, and
+# evict_first on the state rows, which are read once (at 8192 tokens, C=128: 20.6 against 26.2 us).
+# Many outputs: 64 head dims and one warp with evict_first (C=128); 2 warps and 128 (C=256) or 64
+# (C=512) head dims without it, which was faster there at 131072 tokens.
+_FEW = GpgpuTiles(block_d=32, rows_per_step=32, warps=1, stages=3, programs_per_unit=8, max_splits=16,
+                  evict_first=True)
+TILES_BY_RATIO: dict[tuple[str, int], GpgpuTiles | tuple[tuple[int | None, GpgpuTiles], ...]] = {
+    ("cuda:sm90", 128): (
+        (256, _FEW),
+        (None, GpgpuTiles(block_d=64, rows_per_step=32, warps=1, stages=3, programs_per_unit=8, max_splits=16,
+                          evict_first=True)),
+    ),
+    ("cuda:sm90", 256): (
+        (256, _FEW),
+        (None, GpgpuTiles(block_d=128, rows_per_step=32, warps=2, stages=3, programs_per_unit=8, max_splits=16)),
+    ),
+    ("cuda:sm90", 512): (
+        (16, GpgpuTiles(block_d=64, rows_per_step=32, warps=2, stages=3, programs_per_unit=8, max_splits=8,
+                        evict_first=True)),
+        (128, _FEW),
+        (None, GpgpuTiles(block_d=64, rows_per_step=32, warps=2, stages=3, programs_per_unit=8, max_splits=8)),
+    ),
 }
 
 
-def tiles_for(kind: str, compress_ratio: int | None = None) -> GpgpuTiles:
+def tiles_for(kind: str, compress_ratio: int | None = None, num_outputs: int = 0) -> GpgpuTiles:
     exact = TILES_BY_RATIO.get((kind, compress_ratio))
+    if isinstance(exact, tuple):
+        exact = next(t for most, t in exact if most is None or num_outputs <= most)
     return exact or TILES.get(kind, TILES["default"])
 
 

@@ -145,3 +145,17 @@ def test_cuda_second_device_while_first_is_current():
             c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False)
     torch.cuda.synchronize(1)
     assert check_cache(w.checked_args(), out, w.kv_cache).ok
+
+
+def test_tile_table_covers_every_output_count():
+    """Tile steps by output count rise and end in an open step, so every call finds tiles."""
+    from gpgpu_fallback import tuning
+
+    for (kind, C), entry in tuning.TILES_BY_RATIO.items():
+        if isinstance(entry, tuple):
+            limits = [most for most, _ in entry]
+            assert limits[-1] is None and limits[:-1] == sorted(set(limits[:-1])), (kind, C)
+            assert tuning.tiles_for(kind, C, limits[0]) is entry[0][1]
+            assert tuning.tiles_for(kind, C, limits[0] + 1) is entry[1][1]
+        for n in (0, 1, 16, 17, 256, 257, 10**6):
+            assert isinstance(tuning.tiles_for(kind, C, n), tuning.GpgpuTiles)
