@@ -1,0 +1,166 @@
+"""Side by side with another implementation of the operator, on the official cases:
+
+    python -m bench.versus PATH [--name NAME] [--variant LABEL=FN,FN ...] [--json FILE]
+
+PATH is a Python file defining ``c128_256_512_compress`` with the operator's 12 positional
+arguments (a published competition entry, say; it is loaded from where it lies and never copied
+here). ``--variant generic=_use_fast_path`` adds a run of the same file with the named module
+functions made to return False (to force a code path the file picks by itself).
+
+Every case uses contiguous block tables and a zeroed cache, which is what such entries assume,
+and every implementation's bytes are checked against ``ascend_kvc.oracle`` before it is timed.
+For scale, each case also times a plain ``torch.sum`` over as many bytes as the floor counts (the
+same graph replay and flush): what any kernel reading those bytes pays at that size. Times, per
+implementation: CUDA-graph replay and eager calls (``triton.testing.do_bench`` medians,
+L2 flushed between calls, as ``python -m bench`` does), host microseconds per call (median of 300
+calls queued without a sync) and device kernels per call (``torch.profiler``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import statistics
+import time
+
+import torch
+import triton.testing
+
+from ascend_kvc import c128_256_512_compress
+from ascend_kvc.oracle import check_cache, compute_truth
+from ascend_kvc.workloads import OFFICIAL_CASES, make_workload
+from bench.launches import count_device_kernels
+from bench.machine import machine_info, machine_line, measure_bandwidth
+
+
+def _time_ms(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def _graph_ms(call) -> float:
+    call()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    return _time_ms(graph.replay)
+
+
+def _host_us(call, n: int = 300) -> float:
+    for _ in range(5):
+        call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def _load(path: str):
+    spec = importlib.util.spec_from_file_location("bench_versus_rival", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _with_false(module, names: list[str]):
+    def run(*args):
+        saved = {n: getattr(module, n) for n in names}
+        for n in names:
+            setattr(module, n, lambda *a, **k: False)
+        try:
+            return module.c128_256_512_compress(*args)
+        finally:
+            for n, f in saved.items():
+                setattr(module, n, f)
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("path")
+    p.add_argument("--name", default="rival")
+    p.add_argument("--variant", action="append", default=[], metavar="LABEL=FN,FN")
+    p.add_argument("--tokens", type=int, nargs="*", help="only cases with these total token counts")
+    p.add_argument("--json")
+    a = p.parse_args(argv)
+    rival = _load(a.path)
+    impls = {"ours": None, a.name: rival.c128_256_512_compress}
+    for v in a.variant:
+        label, names = v.split("=", 1)
+        impls[f"{a.name}-{label}"] = _with_false(rival, names.split(","))
+
+    info = machine_info("cuda")
+    info.update(measure_bandwidth("cuda", lambda fn: {"ms": _time_ms(fn)}))
+    print(machine_line(info))
+    print(f"read {info['read_gbs']:.0f} GB/s; contiguous block tables, zeroed cache", flush=True)
+    rows = []
+    for case in OFFICIAL_CASES:
+        if a.tokens and case[1] not in a.tokens:
+            continue
+        w = make_workload(*case, shuffle=False, nonzero_cache=False, seed=3, device="cuda")
+        checked = w.checked_args()
+        truth = compute_truth(checked)
+        floor_us = w.bytes_to_move() / info["read_gbs"] / 1e3
+        zero = w.kv_cache.clone()
+        args = w.args()
+        plain = torch.randn(w.bytes_to_move() // 4, device="cuda")  # a read of the same bytes, for scale
+        read_us = 1e3 * _graph_ms(lambda: plain.sum())
+        del plain
+        print(f"{w.name}: floor {floor_us:.1f} us; torch.sum over the same bytes, graph replay: {read_us:.1f} us "
+              f"({read_us / floor_us:.2f}x floor)", flush=True)
+        for name, fn in impls.items():
+            out = zero.clone()
+            if fn is None:
+                def call(out=out):
+                    return c128_256_512_compress(*args[:8], out, *args[9:], out=out, route="gpgpu", validate=False)
+            else:
+                def call(out=out, fn=fn):
+                    return fn(*args[:8], out, *args[9:])
+            got = call()
+            torch.cuda.synchronize()
+            row = {"case": w.name, "impl": name, "ok": check_cache(checked, got, zero, truth).ok, "floor_us": floor_us,
+                   "plain_read_us": read_us}
+            if row["ok"]:
+                row["graph_us"] = 1e3 * _graph_ms(call)
+                row["eager_us"] = 1e3 * _time_ms(call)
+                row["host_us"] = _host_us(call)
+                row["kernels"] = count_device_kernels(call, "cuda")["kernels"]
+            rows.append(row)
+            print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+        del w, checked, truth, zero, args
+        torch.cuda.empty_cache()
+
+    print("\n| case | impl | ok | graph us (x floor) | plain read us | eager us | host us | kernels |"
+          "\n|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r["ok"]:
+            print(f"| {r['case']} | {r['impl']} | yes | {r['graph_us']:.1f} ({r['graph_us'] / r['floor_us']:.2f}x) "
+                  f"| {r['plain_read_us']:.1f} | {r['eager_us']:.1f} | {r['host_us']:.1f} | {r['kernels']} |")
+        else:
+            print(f"| {r['case']} | {r['impl']} | NO | | | | |")
+    print()
+    for other in [n for n in impls if n != "ours"]:
+        for metric in ("graph_us", "eager_us", "host_us"):
+            ratios = []
+            for r in rows:
+                o = next((x for x in rows if x["case"] == r["case"] and x["impl"] == other), None)
+                if r["impl"] == "ours" and r["ok"] and o and o["ok"]:
+                    ratios.append(o[metric] / r[metric])
+            if ratios:
+                gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
+                print(f"{metric}: {other} / ours over {len(ratios)} cases: geomean {gm:.2f}, "
+                      f"min {min(ratios):.2f}, max {max(ratios):.2f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"machine": info, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
