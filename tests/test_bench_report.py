@@ -223,3 +223,16 @@ def test_cpu_launch_counts_are_labelled_and_count_triton_launches():
     rows = [{"case": "R1-T256-C128", "layout": "shuffled", "route": "gpgpu", "check": "ok", "ms": 1.0, **gpgpu}]
     text = "\n".join(summary.launch_table(rows, "cpu"))
     assert "Triton launches / call (interpreter)" in text and "interpreter's wall time" in text
+
+
+def test_best_table_tells_a_rung_not_run_from_one_that_failed():
+    """A run without Ascend rungs (``--routes reference,gpgpu``) must not say they all failed."""
+    from bench.summary import best_table
+
+    def row(route, check="ok"):
+        return dict(case="R1-T8192-C128", layout="shuffled", route=route, check=check, ms=0.02, floor_ms=0.01)
+
+    without = "\n".join(best_table([row("reference"), row("gpgpu")]))
+    assert "not run" in without and "none passed" not in without
+    failed = "\n".join(best_table([row("reference"), row("gpgpu"), row("ascend:fused", check="FAIL")]))
+    assert "none passed" in failed and "not run" not in failed
