@@ -24,16 +24,18 @@ from bench.machine import machine_info, machine_line, measure_bandwidth
 from gpgpu_fallback import tuning
 
 
-def _time(fn):
+def time_ms(fn) -> float:
+    """``do_bench`` median, L2 flushed between calls."""
     return triton.testing.do_bench(fn, warmup=25, rep=100, quantiles=[0.5, 0.2, 0.8])[0]
 
 
-def _graph_ms(call):
+def graph_ms(call) -> float:
+    """``time_ms`` of a CUDA-graph replay of ``call`` (captured after one eager call)."""
     call()  # compile and plan outside the capture
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         call()
-    return _time(g.replay)
+    return time_ms(g.replay)
 
 
 def main() -> int:
@@ -46,7 +48,7 @@ def main() -> int:
                         "1 for evict_first state loads); default: the table's")
     a = p.parse_args()
     info = machine_info("cuda")
-    info.update(measure_bandwidth("cuda", lambda fn: {"ms": _time(fn)}))
+    info.update(measure_bandwidth("cuda", lambda fn: {"ms": time_ms(fn)}))
     print(machine_line(info))
     print(f"read {info['read_gbs']:.0f} GB/s, copy {info['copy_gbs']:.0f} GB/s", flush=True)
     kind = device_kind(torch.device("cuda"))
@@ -82,8 +84,8 @@ def main() -> int:
             report = check_cache(checked, out, w.kv_cache, truth)
             row = {"case": w.name, "tiles": label, "ok": report.ok, "floor_ms": floor_ms}
             if report.ok:
-                row["graph_ms"] = _graph_ms(call)
-                row["eager_ms"] = _time(call)
+                row["graph_ms"] = graph_ms(call)
+                row["eager_ms"] = time_ms(call)
                 print(f"{w.name} tiles {label}: graph {row['graph_ms'] * 1e3:.1f} us "
                       f"({row['graph_ms'] / floor_ms:.2f}x floor {floor_ms * 1e3:.1f} us), "
                       f"eager {row['eager_ms'] * 1e3:.1f} us ({row['eager_ms'] / row['graph_ms']:.2f}x graph)", flush=True)

@@ -23,42 +23,16 @@ import importlib.util
 import json
 import math
 import statistics
-import time
 
 import torch
-import triton.testing
 
 from ascend_kvc import c128_256_512_compress
 from ascend_kvc.oracle import check_cache, compute_truth
 from ascend_kvc.workloads import OFFICIAL_CASES, make_workload
+from bench.host_overhead import host_us
 from bench.launches import count_device_kernels
 from bench.machine import machine_info, machine_line, measure_bandwidth
-
-
-def _time_ms(fn) -> float:
-    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
-
-
-def _graph_ms(call) -> float:
-    call()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
-    return _time_ms(graph.replay)
-
-
-def _host_us(call, n: int = 300) -> float:
-    for _ in range(5):
-        call()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - t0) * 1e6)
-    torch.cuda.synchronize()
-    return statistics.median(times)
+from bench.sweep_gpgpu import graph_ms, time_ms
 
 
 def _load(path: str):
@@ -96,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         impls[f"{a.name}-{label}"] = _with_false(rival, names.split(","))
 
     info = machine_info("cuda")
-    info.update(measure_bandwidth("cuda", lambda fn: {"ms": _time_ms(fn)}))
+    info.update(measure_bandwidth("cuda", lambda fn: {"ms": time_ms(fn)}))
     print(machine_line(info))
     print(f"read {info['read_gbs']:.0f} GB/s; contiguous block tables, zeroed cache", flush=True)
     rows = []
@@ -110,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         zero = w.kv_cache.clone()
         args = w.args()
         plain = torch.randn(w.bytes_to_move() // 4, device="cuda")  # a read of the same bytes, for scale
-        read_us = 1e3 * _graph_ms(lambda: plain.sum())
+        read_us = 1e3 * graph_ms(lambda: plain.sum())
         del plain
         print(f"{w.name}: floor {floor_us:.1f} us; torch.sum over the same bytes, graph replay: {read_us:.1f} us "
               f"({read_us / floor_us:.2f}x floor)", flush=True)
@@ -127,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
             row = {"case": w.name, "impl": name, "ok": check_cache(checked, got, zero, truth).ok, "floor_us": floor_us,
                    "plain_read_us": read_us}
             if row["ok"]:
-                row["graph_us"] = 1e3 * _graph_ms(call)
-                row["eager_us"] = 1e3 * _time_ms(call)
-                row["host_us"] = _host_us(call)
+                row["graph_us"] = 1e3 * graph_ms(call)
+                row["eager_us"] = 1e3 * time_ms(call)
+                row["host_us"] = statistics.median(host_us(call))
                 row["kernels"] = count_device_kernels(call, "cuda")["kernels"]
             rows.append(row)
             print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
