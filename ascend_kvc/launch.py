@@ -5,11 +5,11 @@ scratch, and the argument signature that a cached launch plan is keyed by.
 the compiled kernel up on every call (tens of microseconds). A ``KernelLauncher`` does that once:
 its first call goes through ``kernel[grid]`` and keeps the ``CompiledKernel`` it returns; later
 calls hand the arguments straight to that kernel's launcher, as ``JITFunction.run`` itself does
-after its look-up. Pointer arguments may then be plain integer addresses: Triton's CUDA launcher
-takes an integer as the address itself, where for a tensor it calls ``data_ptr()`` and asks the
-driver about the pointer (``cuPointerGetAttribute``), about a microsecond per tensor. The caller guarantees that later calls have the same specialisation (same
+after its look-up. The caller guarantees that later calls have the same specialisation (same
 dtypes, same integer arguments, same 16-byte alignment of every pointer): it keys its plans with
-``call_signature``.
+``call_signature``. Pointer arguments may then be plain integer addresses: Triton's CUDA launcher
+takes an integer as the address itself, where for a tensor it calls ``data_ptr()`` and asks the
+driver about the pointer (``cuPointerGetAttribute``) on every launch.
 """
 
 from __future__ import annotations

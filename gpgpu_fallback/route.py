@@ -91,9 +91,9 @@ class CompressPlan:
             out_ptr = pointers[9]
         stream = torch._C._cuda_getCurrentRawStream(index)
         part, arrivals = stream_scratch(self.device, stream, self.scratch_floats, self.num_outputs)
-        p = pointers
+        p = pointers  # the order of ``api``'s tensors; the kernel's order below
         self.launcher.launch_compiled(stream, p[0], p[3], p[1], p[2], p[7], p[4], p[5], p[6], out_ptr,
-                      part.data_ptr(), arrivals.data_ptr(), *self.scalars)
+                                      part.data_ptr(), arrivals.data_ptr(), *self.scalars)
         return out
 
 

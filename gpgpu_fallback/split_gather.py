@@ -47,8 +47,10 @@ def gather_piece(
                     r = r0 + rin
                     row_ok = r <= r_hi
                     ptrs = state_ptr + blk * state_s0 + r[:, None].to(tl.int64) * state_s1 + dims[None, :] * state_s2
-                    values = tl.load(ptrs, mask=row_ok[:, None], other=0.0, eviction_policy=EVICT).to(tl.float32)
-                    scores = tl.load(ptrs + 512 * state_s2, mask=row_ok[:, None], other=float("-inf"), eviction_policy=EVICT).to(tl.float32)
+                    values = tl.load(ptrs, mask=row_ok[:, None], other=0.0,
+                                     eviction_policy=EVICT).to(tl.float32)
+                    scores = tl.load(ptrs + 512 * state_s2, mask=row_ok[:, None], other=float("-inf"),
+                                     eviction_policy=EVICT).to(tl.float32)
                     m, l, acc = online_softmax_update(m, l, acc, values, scores)
         else:
             nb = tl.arange(0, NB)
@@ -65,7 +67,8 @@ def gather_piece(
                 ptrs = state_ptr + row_off[:, :, None] + dims[None, None, :] * state_s2  # [NB, ROWS, BLOCK_D]
                 mask3 = row_mask[:, :, None]
                 values = tl.load(ptrs, mask=mask3, other=0.0, eviction_policy=EVICT).to(tl.float32)
-                scores = tl.load(ptrs + 512 * state_s2, mask=mask3, other=float("-inf"), eviction_policy=EVICT).to(tl.float32)
+                scores = tl.load(ptrs + 512 * state_s2, mask=mask3, other=float("-inf"),
+                                 eviction_policy=EVICT).to(tl.float32)
                 values = tl.reshape(values, [NB * ROWS, BLOCK_D])
                 scores = tl.reshape(scores, [NB * ROWS, BLOCK_D])
                 m, l, acc = online_softmax_update(m, l, acc, values, scores)
