@@ -81,7 +81,7 @@ def c128_256_512_compress(
                cos_sin_cache, kv_slot_mapping, kv_cache, out)
     key, launch, pointers = _signature(route, tensors, (block_size, compress_ratio, rms_norm_eps))
     if launch is not None and not validate:
-        return launch.run_pointers(pointers, tensors)
+        return launch(*tensors, pointers)
 
     args = check_metadata(
         state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,

@@ -56,8 +56,13 @@ class CompressPlan:
                                        dict(num_warps=tiles.warps, num_stages=tiles.stages))
 
     def __call__(self, state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
-                 cos_sin_cache, kv_slot_mapping, kv_cache, out):
-        """Run on tensors of this plan's signature (1-D ones contiguous); returns the written cache."""
+                 cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers: list | None = None):
+        """Run on tensors of this plan's signature (1-D ones contiguous); returns the written cache.
+
+        ``pointers``: the tensors' data addresses in argument order, as ``ascend_kvc.launch.
+        call_signature`` gives them on a repeat call. Once the kernel is compiled the launch then
+        takes those integers instead of the tensors.
+        """
         if out is None:
             out = torch.zeros_like(kv_cache, memory_format=torch.contiguous_format)
         if self.nothing_to_do:
@@ -68,32 +73,17 @@ class CompressPlan:
         elif torch._C._cuda_getDevice() != index:
             with torch.cuda.device(index):
                 return self(state_cache, token_to_req, positions, boundary_token_indices, block_table,
-                            rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, out)
+                            rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers)
         else:
             stream = torch._C._cuda_getCurrentRawStream(index)
         part, arrivals = stream_scratch(self.device, stream, self.scratch_floats, self.num_outputs)
-        self.launcher(stream, state_cache, boundary_token_indices, token_to_req, positions, kv_slot_mapping,
-                      block_table, rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars)
-        return out
-
-    def run_pointers(self, pointers: list, tensors: tuple):
-        """``self(*tensors)`` on a repeat call, given the tensors' data addresses in the same
-        order (``ascend_kvc.launch.call_signature`` gives both): once the kernel is compiled,
-        the launch takes integers and reads no tensor attribute again."""
-        index = self.cuda_index
-        if self.nothing_to_do or not self.launcher.takes_addresses() or torch._C._cuda_getDevice() != index:
-            return self(*tensors)
-        out = tensors[9]
-        if out is None:
-            out = torch.zeros_like(tensors[8], memory_format=torch.contiguous_format)
-            out_ptr = out.data_ptr()
+        if pointers is not None and self.launcher.takes_addresses():
+            p = pointers  # in this method's argument order; the kernel's order below
+            self.launcher.launch_compiled(stream, p[0], p[3], p[1], p[2], p[7], p[4], p[5], p[6], out.data_ptr(),
+                                          part.data_ptr(), arrivals.data_ptr(), *self.scalars)
         else:
-            out_ptr = pointers[9]
-        stream = torch._C._cuda_getCurrentRawStream(index)
-        part, arrivals = stream_scratch(self.device, stream, self.scratch_floats, self.num_outputs)
-        p = pointers  # the order of ``api``'s tensors; the kernel's order below
-        self.launcher.launch_compiled(stream, p[0], p[3], p[1], p[2], p[7], p[4], p[5], p[6], out_ptr,
-                                      part.data_ptr(), arrivals.data_ptr(), *self.scalars)
+            self.launcher(stream, state_cache, boundary_token_indices, token_to_req, positions, kv_slot_mapping,
+                          block_table, rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars)
         return out
 
 
