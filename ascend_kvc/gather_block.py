@@ -163,7 +163,7 @@ def _block_gather_softmax_kernel(
             m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos,
                                            block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
                                            C, ROW_TILE, UNMASKED_MIDDLE, ROWS_PADDED)
-        c = acc / l
+        c = acc / tl.where(l > 0, l, 1.0)  # l = 0 only for a skipped output: no 0/0
         if FUSE_RMSNORM:
             rrms = 1.0 / tl.sqrt(tl.sum(c * c, axis=0) / 512 + eps)
             c = c * rrms * tl.load(weight_ptr + dims).to(tl.float32)

@@ -48,13 +48,13 @@ def _random_gather_softmax_kernel(
                 col = t // block_size
                 blk = tl.load(block_table_ptr + req * bt_s0 + col * bt_s1).to(tl.int64)  # per-row lookup
                 blk_ok = (blk >= 0) & (blk < num_blocks)
-                n_bad += tl.sum((~blk_ok).to(tl.int32), axis=0)
+                n_bad += tl.sum(tl.where(blk_ok, 0, 1), axis=0)  # no `~` on bools: Triton 3.2's interpreter lacks it
                 blk = tl.where(blk_ok, blk, 0)
                 row = blk * state_s0 + (t - col * block_size).to(tl.int64) * state_s1  # [BLOCK_T]
                 values = tl.load(state_ptr + row[:, None] + dims[None, :] * state_s2).to(tl.float32)
                 scores = tl.load(state_ptr + row[:, None] + (512 + dims)[None, :] * state_s2).to(tl.float32)
                 m, l, acc = online_softmax_update(m, l, acc, values, scores)
-        tl.store(pooled_ptr + i * 512 + dims, acc / l)
+        tl.store(pooled_ptr + i * 512 + dims, acc / tl.where(l > 0, l, 1.0))  # l = 0 only when skipped
         if work % D_TILES == 0:
             tl.store(slot_out_ptr + i, tl.where(n_bad == 0, slot, -1))
             tl.store(rope_pos_out_ptr + i, (pos // C) * C)

@@ -59,7 +59,7 @@ def gather_piece(
                 col_ok = cols < col_end
                 blk = tl.load(table_row_ptr + cols * bt_s1, mask=col_ok, other=0).to(tl.int64)  # one per block
                 blk_ok = (blk >= 0) & (blk < num_blocks)
-                n_bad += tl.sum((col_ok & ~blk_ok).to(tl.int32), axis=0)
+                n_bad += tl.sum(tl.where(col_ok & (blk_ok == 0), 1, 0), axis=0)
                 blk = tl.where(blk_ok, blk, 0)
                 t = cols[:, None] * block_size + rin[None, :]  # [NB, ROWS]
                 row_mask = col_ok[:, None] & (rin[None, :] < block_size) & (t >= t0) & (t <= pos)
