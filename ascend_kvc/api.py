@@ -95,8 +95,8 @@ def c128_256_512_compress(
 
     if launch is None:
         make = getattr(chosen.load(), "launch_plan", None)
-        if make is not None:
-            launch = make(args, out)
+        launch = make(args, out, chosen.name) if make is not None else None
+        if launch is not None:
             # The plan runs on the caller's tensors next time: only if check_metadata made no copy.
             as_given = all(getattr(args, name) is t for name, t in (
                 ("token_to_req", token_to_req), ("positions", positions), ("rms_norm_weight", rms_norm_weight),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 
@@ -34,12 +35,39 @@ def _current_index(device_type: str) -> int:
 # run in extra rounds there); several per SM on a GPU, to hide memory latency.
 _PROGRAMS_PER_UNIT = {"npu": 1, "cuda": 8}
 
+# Sizes every Ascend grid, and the Ascend work split, as for this many vector cores on any device:
+# to study on a GPU how a 910B (40 or 48 vector cores) would share the work, or to cap the cores
+# used on a shared NPU. Read when a launch is planned (``api.clear_launch_plans()`` after a change).
+VECTOR_CORES_ENV = "ASCEND_KVC_VECTOR_CORES"
 
-def persistent_programs(device: torch.device, work_items: int, per_unit: int | None = None) -> int:
-    """Programs for a persistent 1-D grid: ``per_unit`` per compute unit, never more than the work."""
+
+def vector_cores_override() -> int | None:
+    """The core count ``ASCEND_KVC_VECTOR_CORES`` asks for, or ``None`` when it is unset or empty."""
+    value = os.environ.get(VECTOR_CORES_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        cores = int(value)
+    except ValueError:
+        cores = 0
+    if cores < 1:
+        raise ValueError(f"{VECTOR_CORES_ENV} must be a whole number >= 1, got {value!r}")
+    return cores
+
+
+def ascend_programs(device: torch.device) -> int:
+    """Programs an Ascend grid may have at most: ``ASCEND_KVC_VECTOR_CORES`` if set, else one per
+    vector core on an NPU, ``_PROGRAMS_PER_UNIT`` per SM on CUDA, a few on the CPU interpreter."""
+    override = vector_cores_override()
+    if override is not None:
+        return override
     units = compute_units(device.type, device.index if device.index is not None else _current_index(device.type))
-    per_unit = per_unit or _PROGRAMS_PER_UNIT.get(device.type, 1)
-    return max(1, min(work_items, units * per_unit))
+    return units * _PROGRAMS_PER_UNIT.get(device.type, 1)
+
+
+def persistent_programs(device: torch.device, work_items: int) -> int:
+    """Programs for a persistent 1-D Ascend grid: ``ascend_programs``, never more than the work."""
+    return max(1, min(work_items, ascend_programs(device)))
 
 
 @functools.lru_cache(maxsize=None)

@@ -51,9 +51,9 @@ def _fused_compress_kernel(
         acc = tl.zeros([512], tl.float32)
         n_bad = tl.where(ok, 0, 1)
         if ok:
-            m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos,
-                                           block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
-                                           C, ROW_TILE, True, ROWS_PADDED)
+            m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos - C + 1,
+                                           pos, block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
+                                           ROW_TILE, True, ROWS_PADDED)
         if n_bad == 0:
             c8 = tl.reshape(acc / l, [8, 64])
             store_slot_bytes(c8, rope_row(c8), weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,

@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .triton_helpers import launch_index_kernel, online_softmax_update, resolve_output
+from .triton_helpers import bf16_rne_bits, launch_index_kernel, online_softmax_update, resolve_output
 
 
 @triton.jit
@@ -58,11 +58,12 @@ def _pool_rows(block_ptr, lo, hi, dims, state_s1, state_s2, m, l, acc, ROW_TILE:
 def pool_window(
     state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
     table_row,  # in, the block-table row of the output's request, entries bt_s1 apart
-    bt_s1, num_blocks, pos, block_size, dims, state_s0, state_s1, state_s2,
+    bt_s1, num_blocks, t0, t1, block_size, dims, state_s0, state_s1, state_s2,
     m, l, acc, n_bad,
-    C: tl.constexpr, ROW_TILE: tl.constexpr, UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr,
+    ROW_TILE: tl.constexpr, UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr,
 ):
-    """Online softmax over the window ``[pos - C + 1, pos]`` at ``dims``, block by block.
+    """Online softmax over the request's rows ``t0..t1`` (the window ``[pos - C + 1, pos]``, or a
+    piece of it) at ``dims``, block by block.
 
     One block-table lookup per physical block; the block's rows that lie in the window are read
     as ``[ROW_TILE, BLOCK_D]`` tiles. With ``UNMASKED_MIDDLE`` the blocks strictly inside the
@@ -73,11 +74,10 @@ def pool_window(
     Returns the updated ``(m, l, acc, n_bad)``; ``n_bad`` counts block ids outside
     ``state_cache``, which are read as block 0.
     """
-    t0 = pos - C + 1
     first_col = t0 // block_size
-    last_col = pos // block_size
+    last_col = t1 // block_size
     lo = (t0 - first_col * block_size).to(tl.int32)
-    hi = (pos - last_col * block_size).to(tl.int32)
+    hi = (t1 - last_col * block_size).to(tl.int32)
     if UNMASKED_MIDDLE:
         rows = tl.arange(0, ROW_TILE)
         blk, bad = _lookup_block(table_row, first_col, bt_s1, num_blocks)
@@ -128,11 +128,20 @@ def _rotate_rope_dims(y, cos_sin_row_ptr, cs_s1, ok):
 
 
 @triton.jit
+def normalise_rotate(c, dims, weight_ptr, eps, cos_sin_row_ptr, cs_s1, ok):
+    """``[512]`` pooled ``c`` -> RMSNorm(c) * weight with the RoPE dims rotated, all fp32."""
+    rrms = 1.0 / tl.sqrt(tl.sum(c * c, axis=0) / 512 + eps)
+    y = c * rrms * tl.load(weight_ptr + dims).to(tl.float32)
+    return _rotate_rope_dims(y, cos_sin_row_ptr, cs_s1, ok)
+
+
+@triton.jit
 def _block_gather_softmax_kernel(
     state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
     boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
     block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
-    pooled_ptr,  # out, [num_outputs, 512], float32: c, or y = RMSNorm(c) with FUSE_RMSNORM
+    pooled_ptr,  # out, [num_outputs, 512], float32: c, or y = RMSNorm(c) with FUSE_RMSNORM;
+    # with BF16_OUT int16: the bits of bf16(y), RoPE dims rotated (a real bf16 tensor's bytes)
     slot_out_ptr,  # out, [num_outputs], int64: destination slot, -1 = skip
     rope_pos_out_ptr,  # out, [num_outputs], int64: (p // C) * C
     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
@@ -143,7 +152,7 @@ def _block_gather_softmax_kernel(
     cs_s0, cs_s1,
     C: tl.constexpr, BLOCK_D: tl.constexpr, ROW_TILE: tl.constexpr,
     UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr, FUSE_RMSNORM: tl.constexpr,
-    FUSE_ROPE: tl.constexpr,
+    FUSE_ROPE: tl.constexpr, BF16_OUT: tl.constexpr,
 ):
     D_TILES: tl.constexpr = 512 // BLOCK_D
     pid = tl.program_id(0)
@@ -160,16 +169,19 @@ def _block_gather_softmax_kernel(
         acc = tl.zeros([BLOCK_D], tl.float32)
         n_bad = tl.where(ok, 0, 1)
         if ok:
-            m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos,
-                                           block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
-                                           C, ROW_TILE, UNMASKED_MIDDLE, ROWS_PADDED)
+            m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos - C + 1,
+                                           pos, block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
+                                           ROW_TILE, UNMASKED_MIDDLE, ROWS_PADDED)
         c = acc / tl.where(l > 0, l, 1.0)  # l = 0 only for a skipped output: no 0/0
-        if FUSE_RMSNORM:
+        if FUSE_ROPE:
+            c = normalise_rotate(c, dims, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok)
+        elif FUSE_RMSNORM:
             rrms = 1.0 / tl.sqrt(tl.sum(c * c, axis=0) / 512 + eps)
             c = c * rrms * tl.load(weight_ptr + dims).to(tl.float32)
-        if FUSE_ROPE:
-            c = _rotate_rope_dims(c, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok)
-        tl.store(pooled_ptr + i * 512 + dims, c)
+        if BF16_OUT:
+            tl.store(pooled_ptr + i * 512 + dims, (bf16_rne_bits(c) >> 16).to(tl.int16))
+        else:
+            tl.store(pooled_ptr + i * 512 + dims, c)
         if work % D_TILES == 0:
             tl.store(slot_out_ptr + i, tl.where(n_bad == 0, slot, -1))
             tl.store(rope_pos_out_ptr + i, (pos // C) * C)

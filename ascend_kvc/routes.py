@@ -34,7 +34,8 @@ class Route:
 
 
 # The Ascend ladder, bottom rung first. Each stage is the route "ascend:<name>". "ascend" runs
-# byte-scatter, the conservative design; fused, the last rung, trades its safeguards for one launch.
+# triton-quant, the conservative design (a real bf16 tensor before quantisation, a pure-uint8
+# scatter) in 3 launches; fused, the last rung, trades those safeguards for one launch.
 ASCEND_STAGES: tuple[str, ...] = (
     "random-gather",
     "pre-gather",
@@ -44,9 +45,13 @@ ASCEND_STAGES: tuple[str, ...] = (
     "block-d256",
     "block-d512",
     "byte-scatter",
+    "triton-quant",
     "fused",
 )
-ASCEND_DEFAULT_STAGE = "byte-scatter"
+ASCEND_DEFAULT_STAGE = "triton-quant"
+# The rungs users run (the default and fused): they split windows across vector cores when the
+# outputs are too few to keep every core busy (``work_split``), and repeat calls reuse a launch plan.
+ASCEND_PLANNED_STAGES: tuple[str, ...] = ("triton-quant", "fused")
 
 _STAGE_DESCRIPTIONS = {
     "random-gather": "per-row block-table lookups and indirect row loads in the hot loop",
@@ -57,6 +62,8 @@ _STAGE_DESCRIPTIONS = {
     "block-d256": "block-gather-nomask with BLOCK_D=256",
     "block-d512": "BLOCK_D=512: one program owns the head and does the RMSNorm",
     "byte-scatter": "block-d512 with fp32 RoPE, quantisation of a real bf16 tensor, pure-uint8 Triton scatter",
+    "triton-quant": "block-d512 gather writes a real bf16 tensor; one Triton kernel quantises it; "
+                    "pure-uint8 scatter; windows split across cores when outputs are few",
     "fused": "block-d512 gather, RMSNorm, quant/RoPE and the slot-byte stores in one kernel, one launch",
 }
 

@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from .layout import NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
-from .triton_helpers import bf16_rne_bits, bf16_round, exp2_int, pow2_scale_exponent
+from .triton_helpers import bf16_rne_bits, bf16_round, int8_groups
 
 # The layout constants a kernel passes through as constexprs to ``store_slot_bytes``.
 SLOT_LAYOUT_CONSTEXPRS = dict(
@@ -93,9 +93,7 @@ def store_slot_bytes(
     d2 = g[:, None] * 64 + tl.arange(0, 64)[None, :]  # [8, 64]
     rrms = 1.0 / tl.sqrt(tl.sum(tl.sum(c8 * c8, axis=1), axis=0) / 512 + eps)
     z = bf16_round(c8 * rrms * tl.load(weight_ptr + d2).to(tl.float32))  # [8, 64]
-    e = pow2_scale_exponent(tl.max(tl.abs(z), axis=1))  # [8]
-    q = (z * exp2_int(-e)[:, None]).to(tl.int32)  # truncates toward zero; |q| <= 127 by construction
-    q = tl.minimum(tl.maximum(q, -127), 127)
+    q, e = int8_groups(z)  # [8, 64] int32, [8] exponents
 
     page = slot // SLOTS_PER_PAGE
     in_page = slot - page * SLOTS_PER_PAGE

@@ -2,9 +2,13 @@
 
 Every rung computes the same bytes; they differ in how the window reaches the chip and how the
 bytes leave it. Rungs up to ``block-d512`` finalize with framework tensor ops and write with an
-``index_put``. ``byte-scatter`` (the default ``ascend`` route) rotates the RoPE dims in the gather,
-quantises a real bf16 tensor with framework ops and copies the bytes with a pure-uint8 Triton
-scatter: 12 device launches, no host sync. ``fused`` does all of it in one kernel, one launch.
+``index_put``. ``byte-scatter`` rotates the RoPE dims in the gather, quantises a real bf16 tensor
+with framework ops and copies the bytes with a pure-uint8 Triton scatter: 12 device launches, no
+host sync. ``triton-quant`` (the default ``ascend`` route) keeps that design in 3 launches: the
+gather writes the real bf16 tensor itself, one Triton kernel quantises it, the same scatter copies
+the bytes. ``fused`` does all of it in one kernel, one launch. The last two split each window
+across vector cores when the outputs are too few for the cores (``work_split``; one more launch,
+the merge) and run through a cached launch plan (``plan``).
 
 ``kernel_specializations`` is the one place that decides the kernels and constexprs of a stage:
 the launchers below run exactly what it returns, and the Ascend lowering audit compiles exactly
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .routes import ASCEND_STAGES
+from .routes import ASCEND_PLANNED_STAGES, ASCEND_STAGES
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ _LADDER = {
     "block-d256": ("block", 256, True, False, "index_put"),
     "block-d512": ("block", 512, True, True, "index_put"),
     "byte-scatter": ("block", 512, True, True, "triton"),
+    "triton-quant": ("block", 512, True, True, "quantize"),
     "fused": ("fused", 512, True, False, "fused"),
 }
 assert tuple(_LADDER) == ASCEND_STAGES
@@ -111,8 +116,41 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
         "ascend_kvc.gather_block", "_block_gather_softmax_kernel",
         dict(C=C, BLOCK_D=block_d, ROW_TILE=tile, UNMASKED_MIDDLE=unmasked_middle,
              ROWS_PADDED=block_size % tile != 0, FUSE_RMSNORM=normalised,
-             FUSE_ROPE=_LADDER[stage][4] == "triton"),
-        {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32"},
+             FUSE_ROPE=_LADDER[stage][4] in ("triton", "quantize"), BF16_OUT=_LADDER[stage][4] == "quantize"),
+        {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32",
+         **({"pooled_ptr": "*i16"} if _LADDER[stage][4] == "quantize" else {})},
+    )
+
+
+_MERGE_INDEX_POINTERS = {k: v for k, v in _INDEX_POINTERS.items() if k != "block_table_ptr"}
+
+
+def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype) -> list[KernelSpec]:
+    """The piece gather and the merge of a split window (``split_window``)."""
+    from .slot_bytes import SLOT_LAYOUT_CONSTEXPRS
+
+    tile = row_tile(512, block_size)
+    piece = KernelSpec(
+        "ascend_kvc.split_window", "_window_piece_kernel",
+        dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0),
+        {"state_ptr": _state_pointer(state_dtype), **_INDEX_POINTERS, "part_ptr": "*fp32"},
+    )
+    common = {"part_ptr": "*fp32", **_MERGE_INDEX_POINTERS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32"}
+    if _LADDER[stage][4] == "fused":
+        merge = KernelSpec("ascend_kvc.split_window", "_merge_to_slot_kernel", dict(C=C, **SLOT_LAYOUT_CONSTEXPRS),
+                           {**common, "kv_cache_ptr": "*u8"})
+    else:
+        merge = KernelSpec("ascend_kvc.split_window", "_merge_to_bf16_kernel", dict(C=C),
+                           {**common, "y_bf16_ptr": "*i16", "slot_out_ptr": "*i64"})
+    return [piece, merge]
+
+
+def _quantize_spec() -> KernelSpec:
+    from .layout import NOPE_DIM
+
+    return KernelSpec(
+        "ascend_kvc.quantize", "_quantize_bf16_kernel", dict(NOPE_DIM=NOPE_DIM),
+        {"y_bf16_ptr": "*i16", "slot_ptr": "*i64", "nope_ptr": "*i8", "scale_ptr": "*i32"},
     )
 
 
@@ -128,9 +166,12 @@ def _scatter_spec() -> KernelSpec:
 
 
 def kernel_specializations(
-    stage: str, block_size: int, compress_ratio: int, state_dtype: torch.dtype
+    stage: str, block_size: int, compress_ratio: int, state_dtype: torch.dtype, split: bool = False
 ) -> list[KernelSpec]:
     """The Triton kernels ``ascend:<stage>`` launches for this input, in launch order.
+
+    ``split``: the call's windows are cut into pieces (``work_split.plan_split`` decides; only
+    the ``ASCEND_PLANNED_STAGES`` split): a piece gather and a merge replace the gather.
 
     Pointer types are those of the official dtypes (int32 block table and request ids, int64
     positions, boundaries and slots, bf16 norm weight, fp32 cos/sin, uint8 cache) with the state
@@ -141,8 +182,16 @@ def kernel_specializations(
         raise ValueError(f"stage must be one of {ASCEND_STAGES}, got {stage!r}")
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
-    specs = [_gather_spec(stage, block_size, compress_ratio, state_dtype)]
-    if _LADDER[stage][4] == "triton":
+    writer = _LADDER[stage][4]
+    if split and stage not in ASCEND_PLANNED_STAGES:
+        raise ValueError(f"stage {stage!r} does not split windows; only {ASCEND_PLANNED_STAGES} do")
+    if split:
+        specs = _split_specs(stage, block_size, compress_ratio, state_dtype)
+    else:
+        specs = [_gather_spec(stage, block_size, compress_ratio, state_dtype)]
+    if writer == "quantize":
+        specs.append(_quantize_spec())
+    if writer in ("triton", "quantize"):
         specs.append(_scatter_spec())
     return specs
 
@@ -157,11 +206,29 @@ def _launcher(spec: KernelSpec):
     return importlib.import_module(spec.module).launch
 
 
+def launch_plan(args, out, route_name: str):
+    """A reusable launch plan for the ``ASCEND_PLANNED_STAGES``; ``None`` for the other rungs,
+    which keep the plain path so that each rung's own host cost stays what it was."""
+    stage = stage_of(route_name)
+    if stage not in ASCEND_PLANNED_STAGES:
+        return None
+    from .plan import AscendPlan
+
+    return AscendPlan(args, out, stage)
+
+
 def run(args, route_name: str, plan, out) -> None:
     """Route entry point for ``ascend:<stage>``."""
     from . import finalize, reference
 
     stage = stage_of(route_name)
+    if stage in ASCEND_PLANNED_STAGES:
+        from .plan import AscendPlan
+
+        AscendPlan(args, out, stage)(
+            args.state_cache, args.token_to_req, args.positions, args.boundary_token_indices, args.block_table,
+            args.rms_norm_weight, args.cos_sin_cache, args.kv_slot_mapping, args.kv_cache, out)
+        return
     _, _, _, normalised, writer = _LADDER[stage]
     specs = kernel_specializations(stage, args.block_size, args.compress_ratio, args.state_cache.dtype)
     if args.cos_sin_cache.shape[0] == 0:

@@ -97,6 +97,19 @@ def exp2_int(e):
     return ((e + 127) << 23).to(tl.float32, bitcast=True)
 
 
+@triton.jit
+def int8_groups(z):
+    """Quantise bf16-valued ``z [groups, 64]``: ``(q, e)`` with ``q`` int32 in [-127, 127] per value
+    and ``e`` int32 per group, ``q = trunc(z / 2^e)`` and ``e`` the group's power-of-two exponent.
+
+    Division by ``2^e`` is a multiplication by ``2^-e`` (exact); the int conversion truncates
+    toward zero; ``|q| <= 127`` by the choice of ``e``, and the clamp only guards that.
+    """
+    e = pow2_scale_exponent(tl.max(tl.abs(z), axis=1))
+    q = (z * exp2_int(-e)[:, None]).to(tl.int32)
+    return tl.minimum(tl.maximum(q, -127), 127), e
+
+
 def launch_index_kernel(kernel, args, constexprs: dict, extra: tuple = ()):
     """Launch one of the Ascend gathers that resolve their own indices, on a persistent grid.
 

@@ -87,7 +87,7 @@ class CompressPlan:
         return out
 
 
-def launch_plan(args, out: torch.Tensor | None) -> CompressPlan:
+def launch_plan(args, out: torch.Tensor | None, route_name: str = "gpgpu") -> CompressPlan:
     """A reusable plan for ``args``' signature; ``out`` as given to the operator."""
     return CompressPlan(args, out)
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from ascend_kvc import ASCEND_STAGES, c128_256_512_compress
+from ascend_kvc.api import clear_launch_plans
 from ascend_kvc import finalize, reference
 
 from cases import general_case
@@ -22,9 +23,9 @@ MAX_KERNELS_BYTE_SCATTER = 12
 def test_byte_scatter_runs_at_most_12_kernels_and_quantises_a_real_bf16_tensor():
     w = general_case(128, 8, seed=5, num_reqs=1, outputs_per_req=2, device=DEVICE)
     out = w.kv_cache.clone()
-    c128_256_512_compress(*w.args(), out=out, route="ascend", validate=False)  # compile / warm up
+    c128_256_512_compress(*w.args(), out=out, route="ascend:byte-scatter", validate=False)  # compile / warm up
     with record_triton_launches() as launches, OpCounter() as ops:
-        c128_256_512_compress(*w.args(), out=out, route="ascend", validate=False)
+        c128_256_512_compress(*w.args(), out=out, route="ascend:byte-scatter", validate=False)
     kernels = len(ops.ops) + len(launches)
     assert kernels <= MAX_KERNELS_BYTE_SCATTER, f"{kernels} kernels: {ops.ops} + {[k for k, _ in launches]}"
     assert [k for k, _ in launches] == ["_block_gather_softmax_kernel", "_byte_scatter_kernel"]
@@ -32,14 +33,31 @@ def test_byte_scatter_runs_at_most_12_kernels_and_quantises_a_real_bf16_tensor()
     assert not {"log2", "exp2", "pow", "index_put", "index_put_", "nonzero"} & set(ops.ops)
 
 
-def test_fused_is_one_launch_and_no_framework_op():
+# (route, cores, kernels a call launches): 2 outputs on 1 core run unsplit, on 8 cores split.
+_PLANNED_LAUNCHES = [
+    ("ascend", 1, ["_block_gather_softmax_kernel", "_quantize_bf16_kernel", "_byte_scatter_kernel"]),
+    ("ascend", 8, ["_window_piece_kernel", "_merge_to_bf16_kernel", "_quantize_bf16_kernel", "_byte_scatter_kernel"]),
+    ("ascend:fused", 1, ["_fused_compress_kernel"]),
+    ("ascend:fused", 8, ["_window_piece_kernel", "_merge_to_slot_kernel"]),
+]
+
+
+@pytest.mark.parametrize("route,cores,kernels", _PLANNED_LAUNCHES)
+def test_default_and_fused_launch_few_kernels_and_no_framework_op(route, cores, kernels, monkeypatch):
+    """The default: at most 4 launches (gather, quantise, scatter, plus the merge of a split), the
+    gather's output a bf16 tensor; fused: 1, or 2 when split. No framework op on a repeat call."""
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", str(cores))
+    clear_launch_plans()
     w = general_case(128, 8, seed=6, num_reqs=1, outputs_per_req=2, device=DEVICE)
     out = w.kv_cache.clone()
-    c128_256_512_compress(*w.args(), out=out, route="ascend:fused", validate=False)
+    c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
     with record_triton_launches() as launches, OpCounter() as ops:
-        c128_256_512_compress(*w.args(), out=out, route="ascend:fused", validate=False)
-    assert [k for k, _ in launches] == ["_fused_compress_kernel"]
+        c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
+    assert [k for k, _ in launches] == kernels
+    assert len(kernels) <= 4
     assert ops.ops == []
+    if kernels[0] == "_block_gather_softmax_kernel":
+        assert launches[0][1]["BF16_OUT"] and launches[0][1]["FUSE_ROPE"]
 
 
 @pytest.mark.parametrize("stage", ASCEND_STAGES)
@@ -83,10 +101,10 @@ _FUSED_TTIR = """
 import inspect, sys, torch, triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from ascend_kvc import fused
+import importlib
 from ascend_kvc.stages import kernel_specializations
-spec = kernel_specializations("fused", 8, 128, torch.float32)[0]
-fn = getattr(fused, spec.kernel)
+spec = kernel_specializations("fused", 8, 128, torch.float32, split=SPLIT)[-1]
+fn = getattr(importlib.import_module(spec.module), spec.kernel)
 sig = {n: "constexpr" if n in spec.constexprs else spec.pointer_dtypes.get(
     n, "*i64" if n.endswith("_ptr") else "fp32" if n == "eps" else "i32") for n in inspect.signature(fn.fn).parameters}
 src = ASTSource(fn=fn, signature=sig, constexprs=dict(spec.constexprs))
@@ -94,23 +112,25 @@ sys.stdout.write(triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ttir
 """
 
 
-def _fused_ttir() -> str:
-    """Triton IR of the fused kernel (fp32 state, block_size 8, C 128) for an sm_90 target, compiled
-    in a child process without the interpreter (no GPU needed)."""
+def _fused_ttir(split: bool) -> str:
+    """Triton IR of the kernel that writes fused's slot bytes (the fused kernel, or the merge of a
+    split window; fp32 state, block_size 8, C 128) for an sm_90 target, compiled in a child
+    process without the interpreter (no GPU needed)."""
     pytest.importorskip("triton.backends.nvidia.compiler", reason="needs community Triton's CUDA back end")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-c", _FUSED_TTIR], cwd=root, env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", f"SPLIT = {split}\n" + _FUSED_TTIR], cwd=root, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
 
-def test_fused_kernel_reshapes_nothing_into_pairs():
+@pytest.mark.parametrize("split", [False, True])
+def test_fused_kernel_reshapes_nothing_into_pairs(split):
     """bishengir-compile pads every dim of an int8 cast's buffers to 32; a [.., 2] reshape (a
     tl.split/tl.join of the RoPE pairs) spreads to the [8, 64] quantised block and took the fused
     kernel to ~530 KiB of the 910B's 192 KiB unified buffer. Keep the pair shuffles out of it."""
-    ttir = _fused_ttir()
+    ttir = _fused_ttir(split)
     pairs = [ln.strip() for ln in ttir.splitlines()
              if re.search(r"tt\.(split|join)\b", ln) or re.search(r"tt\.reshape .*-> tensor<(\d+x)*2x", ln)]
     assert "tt.reshape" in ttir  # c as [8, 64]: the check sees the reshapes

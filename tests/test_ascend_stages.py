@@ -7,7 +7,10 @@ import pytest
 import torch
 
 from ascend_kvc import ASCEND_STAGES, c128_256_512_compress
+from ascend_kvc.api import clear_launch_plans
+from ascend_kvc.routes import ASCEND_PLANNED_STAGES
 from ascend_kvc.stages import KernelSpec, kernel_specializations
+from ascend_kvc.work_split import plan_split
 
 from cases import general_case
 from launches import record_triton_launches
@@ -15,11 +18,20 @@ from launches import record_triton_launches
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-@pytest.mark.parametrize("stage", ASCEND_STAGES)
+# The planned rungs launch other kernels when they split windows: both ways for them.
+_STAGE_CORES = [(stage, cores) for stage in ASCEND_STAGES
+                for cores in ((1, 8) if stage in ASCEND_PLANNED_STAGES else (1,))]
+
+
+@pytest.mark.parametrize("stage,cores", _STAGE_CORES)
 @pytest.mark.parametrize("block_size,state_dtype", [(8, torch.float32), (3, torch.bfloat16)])
-def test_launches_are_the_specializations(stage, block_size, state_dtype):
+def test_launches_are_the_specializations(stage, cores, block_size, state_dtype, monkeypatch):
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", str(cores))
+    clear_launch_plans()
     w = general_case(128, block_size, seed=7, num_reqs=1, outputs_per_req=1, device=DEVICE, state_dtype=state_dtype)
-    specs = kernel_specializations(stage, block_size, 128, state_dtype)
+    split = stage in ASCEND_PLANNED_STAGES and plan_split(w.boundary_token_indices.numel(), 128, cores).split
+    assert split == (cores == 8 and stage in ASCEND_PLANNED_STAGES)
+    specs = kernel_specializations(stage, block_size, 128, state_dtype, split=split)
     assert all(isinstance(s, KernelSpec) for s in specs)
     with record_triton_launches() as launches:
         c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=f"ascend:{stage}", validate=False)
@@ -39,3 +51,5 @@ def test_specializations_reject_unknown_stage_and_bad_block_size():
         kernel_specializations("warp-drive", 8, 128, torch.float32)
     with pytest.raises(ValueError, match="block_size"):
         kernel_specializations("byte-scatter", 0, 128, torch.float32)
+    with pytest.raises(ValueError, match="split"):
+        kernel_specializations("byte-scatter", 8, 128, torch.float32, split=True)

@@ -1,0 +1,148 @@
+"""Launch plans of the Ascend rungs users run: ``triton-quant`` (the default) and ``fused``.
+
+A plan does a call's host work once per argument signature: the work split
+(``work_split.plan_split`` for the vector cores of ``device.ascend_programs``), the kernels and
+their constexprs (``stages.kernel_specializations``), each launch's argument list, the scratch
+layout and one ``launch.KernelLauncher`` per kernel. ``ascend_kvc.api`` caches plans, so a repeat
+call with ``validate=False`` finds its stream and scratch and launches the compiled kernels.
+
+Launches a call (no host sync, no framework op, no data-dependent allocation):
+
+| rung | unsplit | split |
+|---|---|---|
+| ``triton-quant`` | gather (bf16 out), quantise, scatter | piece gather, merge (bf16 out), quantise, scatter |
+| ``fused`` | fused | piece gather, merge (slot bytes) |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .device import ascend_programs
+from .launch import KernelLauncher, stream_scratch
+from .layout import HEAD_DIM, NOPE_DIM, NOPE_GROUPS, SLOTS_PER_PAGE
+from .split_window import STATE_FLOATS
+from .work_split import plan_split
+
+_ALIGN = 64  # bytes between scratch buffers: every buffer keeps Triton's 16-byte pointer specialisation
+
+
+@dataclass(frozen=True)
+class _In:
+    """A launch argument that is the call's ``index``-th tensor (``_CALL_ORDER``)."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class _Scratch:
+    """A launch argument that is a scratch buffer, seen as ``dtype``."""
+
+    name: str
+    dtype: torch.dtype
+
+
+_OUT = object()  # the launch argument that is the cache written
+# The call's tensors, in the operator's argument order.
+STATE, TOKEN_TO_REQ, POSITIONS, BOUNDARY, BLOCK_TABLE, WEIGHT, COS_SIN, SLOT_MAPPING, KV_CACHE = (
+    _In(k) for k in range(9))
+_INDEX_ARGS = (BOUNDARY, TOKEN_TO_REQ, POSITIONS, SLOT_MAPPING)  # the kernels' index pointer order
+
+
+class AscendPlan:
+    """The launches of ``ascend:<stage>`` for one argument signature."""
+
+    def __init__(self, args, out: torch.Tensor | None, stage: str):
+        from .stages import kernel_specializations
+
+        dev = args.device
+        n, C, bs = args.num_outputs, args.compress_ratio, args.block_size
+        self.stage = stage
+        self.device = dev
+        self.cuda_index = dev.index if dev.type == "cuda" else None
+        self.nothing_to_do = n == 0 or args.nothing_to_read or args.cos_sin_cache.shape[0] == 0
+        self.launches: list[tuple[KernelLauncher, tuple]] = []
+        self.scratch_bytes = 0
+        self._offsets: dict[str, int] = {}  # scratch buffer -> byte offset
+        self._sizes: dict[str, int] = {}  # scratch buffer -> bytes, a multiple of _ALIGN
+        self.kernels: list[str] = []  # the kernels a call launches, in order
+        if self.nothing_to_do:
+            return
+        self.split = plan_split(n, C, ascend_programs(dev))
+        specs = kernel_specializations(stage, bs, C, args.state_cache.dtype, split=self.split.split)
+        st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
+        kv_s0 = args.kv_cache.shape[1] if out is None else out.stride(0)  # out=None: a new contiguous tensor
+        num_tokens, num_slots = args.token_to_req.shape[0], args.kv_cache.shape[0] * SLOTS_PER_PAGE
+        table = (n, num_tokens, bt.shape[0], bt.shape[1], st.shape[0], num_slots, cs.shape[0], bs,
+                 st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1))
+        merge_shape = (n, self.split.pieces, num_tokens, bt.shape[0], bt.shape[1], num_slots, cs.shape[0], bs,
+                       cs.stride(0), cs.stride(1))
+        eps = args.rms_norm_eps
+        part, y, slot = _Scratch("part", torch.float32), _Scratch("y", torch.int16), _Scratch("slot", torch.int64)
+        sizes = {"part": self.split.work_items * (STATE_FLOATS + 1) * 4, "y": n * HEAD_DIM * 2, "slot": n * 8,
+                 "rope_pos": n * 8, "nope": n * NOPE_DIM, "scale": n * NOPE_GROUPS * 4}
+        lists = {
+            "_block_gather_softmax_kernel": (
+                STATE, *_INDEX_ARGS, BLOCK_TABLE, y, slot, _Scratch("rope_pos", torch.int64), *table,
+                WEIGHT, eps, COS_SIN, cs.stride(0), cs.stride(1)),
+            "_fused_compress_kernel": (
+                STATE, *_INDEX_ARGS, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),
+                kv_s0, eps),
+            "_window_piece_kernel": (STATE, *_INDEX_ARGS, BLOCK_TABLE, part, n, self.split.pieces, *table[1:]),
+            "_merge_to_slot_kernel": (part, *_INDEX_ARGS, WEIGHT, COS_SIN, _OUT, *merge_shape, kv_s0, eps),
+            "_merge_to_bf16_kernel": (part, *_INDEX_ARGS, WEIGHT, COS_SIN, y, slot, *merge_shape, eps),
+            "_quantize_bf16_kernel": (y, slot, _Scratch("nope", torch.int8), _Scratch("scale", torch.int32), n),
+            "_byte_scatter_kernel": (
+                _Scratch("nope", torch.uint8), _Scratch("y", torch.uint8), _Scratch("scale", torch.uint8), slot,
+                _OUT, n, kv_s0),
+        }
+        for spec in specs:
+            arguments = lists[spec.kernel]
+            kernel = getattr(__import__(spec.module, fromlist=[spec.kernel]), spec.kernel)
+            items = self.split.work_items if spec.kernel == "_window_piece_kernel" else n
+            grid = (max(1, min(items, self.split.cores)),)
+            self.launches.append((KernelLauncher(kernel, grid, spec.constexprs, {}), arguments))
+            for a in arguments:
+                if isinstance(a, _Scratch) and a.name not in self._offsets:
+                    self._offsets[a.name] = self.scratch_bytes
+                    self._sizes[a.name] = -(-sizes[a.name] // _ALIGN) * _ALIGN
+                    self.scratch_bytes += self._sizes[a.name]
+            self.kernels.append(spec.kernel)
+
+    def __call__(self, state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
+                 cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers: list | None = None):
+        """Run on tensors of this plan's signature; returns the written cache. ``pointers``: the
+        tensors' data addresses in argument order (``launch.call_signature``), used once every
+        kernel is compiled."""
+        if out is None:
+            out = torch.zeros_like(kv_cache, memory_format=torch.contiguous_format)
+        if self.nothing_to_do:
+            return out
+        index = self.cuda_index
+        if index is not None and torch._C._cuda_getDevice() != index:
+            with torch.cuda.device(index):
+                return self(state_cache, token_to_req, positions, boundary_token_indices, block_table,
+                            rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers)
+        stream = 0 if index is None else torch._C._cuda_getCurrentRawStream(index)
+        scratch = stream_scratch(self.device, stream, -(-self.scratch_bytes // 4), 0)[0] if self.scratch_bytes else None
+        if pointers is not None and all(launcher.takes_addresses() for launcher, _ in self.launches):
+            base = scratch.data_ptr() if scratch is not None else 0
+            out_ptr = out.data_ptr()
+            for launcher, arguments in self.launches:
+                launcher.launch_compiled(stream, *(
+                    pointers[a.index] if isinstance(a, _In) else out_ptr if a is _OUT
+                    else base + self._offsets[a.name] if isinstance(a, _Scratch) else a for a in arguments))
+            return out
+        tensors = (state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
+                   cos_sin_cache, kv_slot_mapping, kv_cache)
+        for launcher, arguments in self.launches:
+            launcher(stream, *(
+                tensors[a.index] if isinstance(a, _In) else out if a is _OUT
+                else self._view(scratch, a) if isinstance(a, _Scratch) else a for a in arguments))
+        return out
+
+    def _view(self, scratch: torch.Tensor, buffer: _Scratch) -> torch.Tensor:
+        start, size = self._offsets[buffer.name] // 4, self._sizes[buffer.name] // 4
+        return scratch[start:start + size].view(buffer.dtype)

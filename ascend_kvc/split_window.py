@@ -1,0 +1,143 @@
+"""The work split of the default and ``fused`` rungs: window pieces, then a merge (two launches).
+
+When there are too few outputs to keep every vector core busy (``work_split.plan_split``), each
+window of ``C`` rows is cut into ``pieces`` runs of near-equal length (piece ``k`` starts at
+window row ``k * C // pieces``). ``_window_piece_kernel`` pools one piece per work item with the
+block-centric window loop of ``gather_block.pool_window`` (one block-table lookup per physical
+block, ``[ROW_TILE, 512]`` row tiles) and leaves the piece's softmax state in scratch. A second
+launch merges each output's pieces and ends the way the unsplit rung does:
+``_merge_to_slot_kernel`` with ``slot_bytes.store_slot_bytes`` (``fused``), or
+``_merge_to_bf16_kernel`` with the real bf16 tensor the default's quantise kernel reads.
+
+No cross-core atomics and no ordering between programs of one launch: the merge runs only after
+every piece of the launch before it has been written, which is the stream's own order.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .gather_block import normalise_rotate, pool_window
+from .slot_bytes import rope_row, store_slot_bytes
+from .triton_helpers import bf16_rne_bits, resolve_output
+
+STATE_FLOATS = 3 * 512  # a piece's state: running max, sum and weighted sum per dimension
+
+
+@triton.jit
+def _window_piece_kernel(
+    state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
+    boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
+    block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
+    part_ptr,  # out, [num_outputs * pieces, 3, 512] float32 states, then [num_outputs * pieces] bad-block counts
+    num_outputs, pieces, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+    state_s0, state_s1, state_s2, bt_s0, bt_s1,
+    C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    dims = tl.arange(0, 512)
+    num_items = num_outputs * pieces
+    for item in range(pid, num_items, num_programs):
+        i = item // pieces
+        k = item - i * pieces
+        ok, req, pos, slot = resolve_output(
+            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+        m = tl.full([512], float("-inf"), tl.float32)
+        l = tl.zeros([512], tl.float32)
+        acc = tl.zeros([512], tl.float32)
+        n_bad = tl.where(ok, 0, 1)
+        if ok:
+            t0 = pos - C + 1
+            m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks,
+                                           t0 + (k * C) // pieces, t0 + ((k + 1) * C) // pieces - 1, block_size,
+                                           dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
+                                           ROW_TILE, True, ROWS_PADDED)
+        state = part_ptr + tl.cast(item, tl.int64) * 1536 + dims
+        tl.store(state, m)
+        tl.store(state + 512, l)
+        tl.store(state + 1024, acc)
+        tl.store(part_ptr + tl.cast(num_items, tl.int64) * 1536 + item, n_bad.to(tl.float32))
+
+
+@triton.jit
+def merge_pieces(part_ptr, i, pieces, num_items, dims):
+    """Output ``i``'s pooled ``c [512]`` from its ``pieces`` states, and its bad-block count.
+
+    The states fold in order with the online-softmax rescaling; every piece of a valid output
+    holds at least one row, so its max is finite.
+    """
+    first = tl.cast(i, tl.int64) * pieces
+    mx = tl.full([512], float("-inf"), tl.float32)
+    den = tl.zeros([512], tl.float32)
+    num = tl.zeros([512], tl.float32)
+    bad = 0.0
+    for k in range(0, pieces):
+        state = part_ptr + (first + k) * 1536 + dims
+        m_k = tl.load(state)
+        m_new = tl.maximum(mx, m_k)
+        alpha = tl.exp(mx - m_new)
+        beta = tl.exp(m_k - m_new)
+        den = den * alpha + tl.load(state + 512) * beta
+        num = num * alpha + tl.load(state + 1024) * beta
+        mx = m_new
+        bad += tl.load(part_ptr + tl.cast(num_items, tl.int64) * 1536 + first + k)
+    return num / den, bad
+
+
+@triton.jit
+def _merge_to_slot_kernel(
+    part_ptr,  # in, the piece states of ``_window_piece_kernel``
+    boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
+    weight_ptr,  # in, [512], bfloat16/float32, unit stride
+    cos_sin_ptr,  # in, [max_pos, 64], float32
+    kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
+    num_outputs, pieces, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
+    cs_s0, cs_s1, kv_s0, eps,
+    C: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
+    SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    dims = tl.arange(0, 512)
+    for i in range(pid, num_outputs, num_programs):
+        ok, req, pos, slot = resolve_output(
+            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+        if ok:  # a skipped output's pieces hold no rows: nothing to merge
+            c, bad = merge_pieces(part_ptr, i, pieces, num_outputs * pieces, dims)
+            if bad == 0:
+                c8 = tl.reshape(c, [8, 64])
+                store_slot_bytes(c8, rope_row(c8), weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,
+                                 kv_cache_ptr, slot, kv_s0, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES,
+                                 SLOTS_PER_PAGE, True)
+
+
+@triton.jit
+def _merge_to_bf16_kernel(
+    part_ptr,  # in, the piece states of ``_window_piece_kernel``
+    boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
+    weight_ptr,  # in, [512], bfloat16/float32, unit stride
+    cos_sin_ptr,  # in, [max_pos, 64], float32
+    y_bf16_ptr,  # out, [num_outputs, 512], int16: the bits of bf16(y), RoPE dims rotated
+    slot_out_ptr,  # out, [num_outputs], int64: destination slot, -1 = skip
+    num_outputs, pieces, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
+    cs_s0, cs_s1, eps,
+    C: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    dims = tl.arange(0, 512)
+    for i in range(pid, num_outputs, num_programs):
+        ok, req, pos, slot = resolve_output(
+            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+        dest = tl.cast(-1, tl.int64)
+        if ok:  # a skipped output's pieces hold no rows: nothing to merge, its row is never read
+            c, bad = merge_pieces(part_ptr, i, pieces, num_outputs * pieces, dims)
+            y = normalise_rotate(c, dims, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok)
+            tl.store(y_bf16_ptr + tl.cast(i, tl.int64) * 512 + dims, (bf16_rne_bits(y) >> 16).to(tl.int16))
+            dest = tl.where(bad == 0, slot, -1)
+        tl.store(slot_out_ptr + i, dest)
