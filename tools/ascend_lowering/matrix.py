@@ -40,10 +40,23 @@ def pointer_type(dtype) -> str:
     return "*" + _TYPE_ALIASES.get(name, name)
 
 
+SPLIT_SUFFIX = "/split"
+
+
+def _split_stages() -> tuple[str, ...]:
+    """``<stage>/split``: the kernels a planned rung launches when it splits windows."""
+    try:
+        from ascend_kvc.routes import ASCEND_PLANNED_STAGES
+    except ImportError:
+        return ()
+    return tuple(s + SPLIT_SUFFIX for s in ASCEND_PLANNED_STAGES)
+
+
 def stages() -> tuple[str, ...]:
-    """The Ascend ladder's stages, plus the ``fused`` rung where the package has one outside it."""
+    """The Ascend ladder's stages, then the split variants of the planned rungs (``fused`` added
+    where the package has it outside the ladder)."""
     if "fused" in ASCEND_STAGES:
-        return ASCEND_STAGES
+        return ASCEND_STAGES + _split_stages()
     from ascend_kvc.stages import kernel_specializations
 
     try:
@@ -87,7 +100,9 @@ def to_spec(kernel_spec) -> Spec:
 def kernel_specs(stage: str, block_size: int, ratio: int, state_dtype: torch.dtype) -> list[Spec]:
     from ascend_kvc.stages import kernel_specializations
 
-    return [to_spec(k) for k in kernel_specializations(stage, block_size, ratio, state_dtype)]
+    split = stage.endswith(SPLIT_SUFFIX)
+    return [to_spec(k) for k in kernel_specializations(stage.removesuffix(SPLIT_SUFFIX), block_size, ratio,
+                                                       state_dtype, split=split)]
 
 
 @dataclass(frozen=True)
