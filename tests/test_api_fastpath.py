@@ -18,44 +18,51 @@ NAMES = ["state_cache", "token_to_req", "positions", "boundary_token_indices", "
          "rms_norm_eps"]
 
 
+# Routes that make launch plans: the fallback, the Ascend default and fused.
+PLANNED_ROUTES = ["gpgpu", "ascend", "ascend:fused"]
+
+
 @pytest.fixture
 def w():
     return general_case(128, 8, seed=211, num_reqs=2, outputs_per_req=2, device=DEVICE)
 
 
-def test_repeat_call_reuses_one_plan(w):
+@pytest.mark.parametrize("route", PLANNED_ROUTES)
+def test_repeat_call_reuses_one_plan(w, route):
     api._PLANS.clear()
-    run_and_check(w, "gpgpu", validate=False)
+    run_and_check(w, route, validate=False)
     assert len(api._PLANS) == 1
     plan = next(iter(api._PLANS.values()))
-    run_and_check(w, "gpgpu", validate=False)
-    run_and_check(w, "gpgpu", validate=True)  # the checks run, then the same plan
+    run_and_check(w, route, validate=False)
+    run_and_check(w, route, validate=True)  # the checks run, then the same plan
     assert list(api._PLANS.values()) == [plan]
 
 
-def test_misaligned_state_gets_its_own_plan(w):
+@pytest.mark.parametrize("route", PLANNED_ROUTES)
+def test_misaligned_state_gets_its_own_plan(w, route):
     """Triton specialises pointers on 16-byte alignment: a state_cache 4 bytes off must not reuse
     a kernel compiled for an aligned one (on a GPU its vector loads would fault or misread)."""
     api._PLANS.clear()
-    run_and_check(w, "gpgpu", validate=False)
+    run_and_check(w, route, validate=False)
     flat = torch.empty(w.state_cache.numel() + 1, dtype=w.state_cache.dtype, device=DEVICE)
     flat[1:] = w.state_cache.reshape(-1)
     w.state_cache = flat[1:].view(w.state_cache.shape)
     assert w.state_cache.data_ptr() % 16 != 0
-    run_and_check(w, "gpgpu", validate=False)
+    run_and_check(w, route, validate=False)
     assert len(api._PLANS) == 2
 
 
-def test_same_signature_new_values(w):
+@pytest.mark.parametrize("route", PLANNED_ROUTES)
+def test_same_signature_new_values(w, route):
     """Same shapes, other values (a resized request, other slots, new eps): the plan's scalars
     come from the signature only, the values are read on the device."""
     api._PLANS.clear()
-    run_and_check(w, "gpgpu", validate=False)
+    run_and_check(w, route, validate=False)
     w.block_table = w.block_table.flip(0).contiguous()
     w.kv_slot_mapping = w.kv_slot_mapping.roll(1)
-    run_and_check(w, "gpgpu", validate=False)
+    run_and_check(w, route, validate=False)
     w.rms_norm_eps = 0.5
-    run_and_check(w, "gpgpu", validate=False)
+    run_and_check(w, route, validate=False)
     assert len(api._PLANS) == 2  # eps is part of the signature
 
 
