@@ -1,14 +1,19 @@
 """Side by side with another implementation of the operator, on the official cases:
 
-    python -m bench.versus PATH [--name NAME] [--variant LABEL=FN,FN ...] [--json FILE]
+    python -m bench.versus [PATH] [--name NAME] [--variant LABEL=FN,FN ...] [--variant-true LABEL=FN,FN ...]
+                           [--routes gpgpu,ascend,ascend:fused] [--shuffled] [--json FILE]
 
 PATH is a Python file defining ``c128_256_512_compress`` with the operator's 12 positional
 arguments (a published competition entry, say; it is loaded from where it lies and never copied
 here). ``--variant generic=_use_fast_path`` adds a run of the same file with the named module
-functions made to return False (to force a code path the file picks by itself).
+functions made to return False, ``--variant-true`` made to return True (to force a code path the
+file picks by itself, e.g. the one it takes on another device). ``--routes`` names our routes
+to run (``ours:<route>`` in the output); ``ASCEND_KVC_VECTOR_CORES`` in the environment sizes
+the Ascend routes' grids as for that many vector cores.
 
-Every case uses contiguous block tables and a zeroed cache, which is what such entries assume,
-and every implementation's bytes are checked against ``ascend_kvc.oracle`` before it is timed.
+Every case uses contiguous block tables and a zeroed cache, which is what such entries assume;
+``--shuffled`` also runs our routes on a shuffled table over a non-zero cache (``@shuffled``).
+Every implementation's bytes are checked against ``ascend_kvc.oracle`` before it is timed.
 For scale, each case also times a plain ``torch.sum`` over as many bytes as the floor counts (the
 same graph replay and flush): what any kernel reading those bytes pays at that size. Times, per
 implementation: CUDA-graph replay and eager calls (``triton.testing.do_bench`` medians,
@@ -42,11 +47,11 @@ def _load(path: str):
     return module
 
 
-def _with_false(module, names: list[str]):
+def _with_value(module, names: list[str], value: bool):
     def run(*args):
         saved = {n: getattr(module, n) for n in names}
         for n in names:
-            setattr(module, n, lambda *a, **k: False)
+            setattr(module, n, lambda *a, **k: value)
         try:
             return module.c128_256_512_compress(*args)
         finally:
@@ -57,27 +62,37 @@ def _with_false(module, names: list[str]):
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("path")
+    p.add_argument("path", nargs="?")
     p.add_argument("--name", default="rival")
     p.add_argument("--variant", action="append", default=[], metavar="LABEL=FN,FN")
+    p.add_argument("--variant-true", action="append", default=[], metavar="LABEL=FN,FN")
+    p.add_argument("--no-default", action="store_true", help="run PATH's variants only, not its own choice")
+    p.add_argument("--routes", default="gpgpu", help="our routes, comma-separated (default: gpgpu)")
+    p.add_argument("--shuffled", action="store_true", help="also run our routes on shuffled tables")
     p.add_argument("--tokens", type=int, nargs="*", help="only cases with these total token counts")
     p.add_argument("--json")
     a = p.parse_args(argv)
-    rival = _load(a.path)
-    impls = {"ours": None, a.name: rival.c128_256_512_compress}
-    for v in a.variant:
-        label, names = v.split("=", 1)
-        impls[f"{a.name}-{label}"] = _with_false(rival, names.split(","))
+    ours = [f"ours:{r}" for r in a.routes.split(",")]
+    impls = {name: None for name in ours}
+    if a.path:
+        rival = _load(a.path)
+        if not a.no_default:
+            impls[a.name] = rival.c128_256_512_compress
+        for flag, value in ((a.variant, False), (a.variant_true, True)):
+            for v in flag:
+                label, names = v.split("=", 1)
+                impls[f"{a.name}-{label}"] = _with_value(rival, names.split(","), value)
+    layouts = [False, True] if a.shuffled else [False]
 
     info = machine_info("cuda")
     info.update(measure_bandwidth("cuda", lambda fn: {"ms": time_ms(fn)}))
     print(machine_line(info))
     print(f"read {info['read_gbs']:.0f} GB/s; contiguous block tables, zeroed cache", flush=True)
     rows = []
-    for case in OFFICIAL_CASES:
+    for case, shuffled in [(c, s) for c in OFFICIAL_CASES for s in layouts]:
         if a.tokens and case[1] not in a.tokens:
             continue
-        w = make_workload(*case, shuffle=False, nonzero_cache=False, seed=3, device="cuda")
+        w = make_workload(*case, shuffle=shuffled, nonzero_cache=shuffled, seed=3, device="cuda")
         checked = w.checked_args()
         truth = compute_truth(checked)
         floor_us = w.bytes_to_move() / info["read_gbs"] / 1e3
@@ -89,17 +104,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{w.name}: floor {floor_us:.1f} us; torch.sum over the same bytes, graph replay: {read_us:.1f} us "
               f"({read_us / floor_us:.2f}x floor)", flush=True)
         for name, fn in impls.items():
+            if shuffled and fn is not None:
+                continue  # another implementation runs on the layout it assumes only
             out = zero.clone()
             if fn is None:
-                def call(out=out):
-                    return c128_256_512_compress(*args[:8], out, *args[9:], out=out, route="gpgpu", validate=False)
+                def call(out=out, route=name.split(":", 1)[1]):
+                    return c128_256_512_compress(*args[:8], out, *args[9:], out=out, route=route, validate=False)
             else:
                 def call(out=out, fn=fn):
                     return fn(*args[:8], out, *args[9:])
             got = call()
             torch.cuda.synchronize()
-            row = {"case": w.name, "impl": name, "ok": check_cache(checked, got, zero, truth).ok, "floor_us": floor_us,
-                   "plain_read_us": read_us}
+            row = {"case": w.name, "impl": name + ("@shuffled" if shuffled else ""),
+                   "ok": check_cache(checked, got, zero, truth).ok, "floor_us": floor_us, "plain_read_us": read_us}
             if row["ok"]:
                 row["graph_us"] = 1e3 * graph_ms(call)
                 row["eager_us"] = 1e3 * time_ms(call)
@@ -119,17 +136,27 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"| {r['case']} | {r['impl']} | NO | | | | |")
     print()
-    for other in [n for n in impls if n != "ours"]:
-        for metric in ("graph_us", "eager_us", "host_us"):
-            ratios = []
-            for r in rows:
-                o = next((x for x in rows if x["case"] == r["case"] and x["impl"] == other), None)
-                if r["impl"] == "ours" and r["ok"] and o and o["ok"]:
-                    ratios.append(o[metric] / r[metric])
-            if ratios:
-                gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
-                print(f"{metric}: {other} / ours over {len(ratios)} cases: geomean {gm:.2f}, "
-                      f"min {min(ratios):.2f}, max {max(ratios):.2f}")
+    names = sorted({r["impl"] for r in rows}, key=[r["impl"] for r in rows].index)
+    for mine in [n for n in names if n.startswith("ours:")]:
+        for other in [n for n in names if n != mine]:
+            for metric in ("graph_us", "eager_us", "host_us"):
+                ratios = []
+                for r in rows:
+                    o = next((x for x in rows if x["case"] == r["case"] and x["impl"] == other), None)
+                    if r["impl"] == mine and r["ok"] and o and o["ok"]:
+                        ratios.append(o[metric] / r[metric])
+                if ratios:
+                    gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
+                    print(f"{metric}: {other} / {mine} over {len(ratios)} cases: geomean {gm:.2f}, "
+                          f"min {min(ratios):.2f}, max {max(ratios):.2f}")
+    for mine in [n for n in names if n.startswith("ours:")]:
+        # Bytes per graph-replay microsecond against the best case of the same C: no case starves cores.
+        for C in sorted({r["case"].rsplit("-C", 1)[1] for r in rows}):
+            mine_rows = [r for r in rows if r["impl"] == mine and r["ok"] and r["case"].endswith(f"-C{C}")]
+            if mine_rows:
+                best = max(r["floor_us"] / r["graph_us"] for r in mine_rows)
+                rel = {r["case"]: round(r["floor_us"] / r["graph_us"] / best, 2) for r in mine_rows}
+                print(f"rate / best rate, {mine}, C={C}: {rel}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"machine": info, "rows": rows}, f, indent=1)
