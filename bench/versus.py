@@ -7,7 +7,9 @@ PATH is a Python file defining ``c128_256_512_compress`` with the operator's 12 
 arguments (a published competition entry, say; it is loaded from where it lies and never copied
 here). ``--variant generic=_use_fast_path`` adds a run of the same file with the named module
 functions made to return False, ``--variant-true`` made to return True (to force a code path the
-file picks by itself, e.g. the one it takes on another device). ``--routes`` names our routes
+file picks by itself); ``--variant-tag ascend="npu ascend910b"`` makes its ``_backend_tag()``
+return that device name, for a file that picks its paths by the device's name (the path it
+would take on an NPU). ``--routes`` names our routes
 to run (``ours:<route>`` in the output); ``ASCEND_KVC_VECTOR_CORES`` in the environment sizes
 the Ascend routes' grids as for that many vector cores.
 
@@ -66,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--name", default="rival")
     p.add_argument("--variant", action="append", default=[], metavar="LABEL=FN,FN")
     p.add_argument("--variant-true", action="append", default=[], metavar="LABEL=FN,FN")
+    p.add_argument("--variant-tag", action="append", default=[], metavar="LABEL=TAG",
+                   help="a run of PATH with its _backend_tag() made to return TAG (the device name it picks paths by)")
     p.add_argument("--no-default", action="store_true", help="run PATH's variants only, not its own choice")
     p.add_argument("--routes", default="gpgpu", help="our routes, comma-separated (default: gpgpu)")
     p.add_argument("--shuffled", action="store_true", help="also run our routes on shuffled tables")
@@ -82,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             for v in flag:
                 label, names = v.split("=", 1)
                 impls[f"{a.name}-{label}"] = _with_value(rival, names.split(","), value)
+        for v in a.variant_tag:
+            label, tag = v.split("=", 1)
+            impls[f"{a.name}-{label}"] = _with_value(rival, ["_backend_tag"], tag.lower())
     layouts = [False, True] if a.shuffled else [False]
 
     info = machine_info("cuda")
