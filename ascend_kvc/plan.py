@@ -98,6 +98,7 @@ class AscendPlan:
                 _Scratch("nope", torch.uint8), _Scratch("y", torch.uint8), _Scratch("scale", torch.uint8), slot,
                 _OUT, n, kv_s0),
         }
+        self._scratch_names: list[str] = []
         for spec in specs:
             arguments = lists[spec.kernel]
             kernel = getattr(__import__(spec.module, fromlist=[spec.kernel]), spec.kernel)
@@ -109,7 +110,20 @@ class AscendPlan:
                     self._offsets[a.name] = self.scratch_bytes
                     self._sizes[a.name] = -(-sizes[a.name] // _ALIGN) * _ALIGN
                     self.scratch_bytes += self._sizes[a.name]
+                    self._scratch_names.append(a.name)
             self.kernels.append(spec.kernel)
+        # For the integer-address path: each launch's arguments as a template of its scalars and
+        # (position, source) pairs, the sources indexing [the 9 input addresses, out, scratch buffers].
+        sources = {**{k: k for k in range(9)}, "out": 9,
+                   **{name: 10 + j for j, name in enumerate(self._scratch_names)}}
+        self._templates = []
+        for launcher, arguments in self.launches:
+            fills = tuple((pos, sources[a.index] if isinstance(a, _In) else sources["out"] if a is _OUT
+                           else sources[a.name]) for pos, a in enumerate(arguments)
+                          if isinstance(a, _In) or a is _OUT or isinstance(a, _Scratch))
+            self._templates.append((launcher, list(arguments), fills))
+        self._scratch_offsets = tuple(self._offsets[name] for name in self._scratch_names)
+        self._compiled = False
 
     def __call__(self, state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
                  cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers: list | None = None):
@@ -127,13 +141,14 @@ class AscendPlan:
                             rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers)
         stream = 0 if index is None else torch._C._cuda_getCurrentRawStream(index)
         scratch = stream_scratch(self.device, stream, -(-self.scratch_bytes // 4), 0)[0] if self.scratch_bytes else None
-        if pointers is not None and all(launcher.takes_addresses() for launcher, _ in self.launches):
+        if pointers is not None and self._takes_addresses():
             base = scratch.data_ptr() if scratch is not None else 0
-            out_ptr = out.data_ptr()
-            for launcher, arguments in self.launches:
-                launcher.launch_compiled(stream, *(
-                    pointers[a.index] if isinstance(a, _In) else out_ptr if a is _OUT
-                    else base + self._offsets[a.name] if isinstance(a, _Scratch) else a for a in arguments))
+            values = [*pointers[:9], out.data_ptr(), *(base + off for off in self._scratch_offsets)]
+            for launcher, template, fills in self._templates:
+                arguments = template[:]
+                for pos, source in fills:
+                    arguments[pos] = values[source]
+                launcher.launch_compiled(stream, *arguments)
             return out
         tensors = (state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
                    cos_sin_cache, kv_slot_mapping, kv_cache)
@@ -142,6 +157,12 @@ class AscendPlan:
                 tensors[a.index] if isinstance(a, _In) else out if a is _OUT
                 else self._view(scratch, a) if isinstance(a, _Scratch) else a for a in arguments))
         return out
+
+    def _takes_addresses(self) -> bool:
+        """Every kernel compiled and no launch hook set (the hooks are global: ask the first)."""
+        if not self._compiled:
+            self._compiled = all(launcher.direct for launcher, _ in self.launches)
+        return self._compiled and self.launches[0][0].takes_addresses()
 
     def _view(self, scratch: torch.Tensor, buffer: _Scratch) -> torch.Tensor:
         start, size = self._offsets[buffer.name] // 4, self._sizes[buffer.name] // 4

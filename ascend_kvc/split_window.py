@@ -23,6 +23,7 @@ from .slot_bytes import rope_row, store_slot_bytes
 from .triton_helpers import bf16_rne_bits, resolve_output
 
 STATE_FLOATS = 3 * 512  # a piece's state: running max, sum and weighted sum per dimension
+MERGE_ROWS = 4  # piece states a merge step reads as one [MERGE_ROWS, 512] tile
 
 
 @triton.jit
@@ -63,27 +64,34 @@ def _window_piece_kernel(
 
 
 @triton.jit
-def merge_pieces(part_ptr, i, pieces, num_items, dims):
+def merge_pieces(part_ptr, i, pieces, num_items, dims, MERGE_ROWS: tl.constexpr):
     """Output ``i``'s pooled ``c [512]`` from its ``pieces`` states, and its bad-block count.
 
-    The states fold in order with the online-softmax rescaling; every piece of a valid output
-    holds at least one row, so its max is finite.
+    ``MERGE_ROWS`` piece states at a time, as ``[MERGE_ROWS, 512]`` tiles, fold into the running
+    max, denominator and numerator with the online-softmax rescaling; every piece of a valid
+    output holds at least one row, so its max is finite. Offsets within the output's states stay
+    int32; only the output's base is int64.
     """
     first = tl.cast(i, tl.int64) * pieces
+    states = part_ptr + first * 1536
+    bad_ptr = part_ptr + tl.cast(num_items, tl.int64) * 1536 + first
+    rows = tl.arange(0, MERGE_ROWS)
     mx = tl.full([512], float("-inf"), tl.float32)
     den = tl.zeros([512], tl.float32)
     num = tl.zeros([512], tl.float32)
     bad = 0.0
-    for k in range(0, pieces):
-        state = part_ptr + (first + k) * 1536 + dims
-        m_k = tl.load(state)
-        m_new = tl.maximum(mx, m_k)
+    for k0 in range(0, pieces, MERGE_ROWS):
+        k = k0 + rows  # [MERGE_ROWS]
+        live = (k < pieces)[:, None]
+        state = states + k[:, None] * 1536 + dims[None, :]  # [MERGE_ROWS, 512]
+        m_k = tl.load(state, mask=live, other=float("-inf"))
+        m_new = tl.maximum(mx, tl.max(m_k, axis=0))
         alpha = tl.exp(mx - m_new)
-        beta = tl.exp(m_k - m_new)
-        den = den * alpha + tl.load(state + 512) * beta
-        num = num * alpha + tl.load(state + 1024) * beta
+        beta = tl.exp(m_k - m_new[None, :])  # 0 for rows past the last piece
+        den = den * alpha + tl.sum(tl.load(state + 512, mask=live, other=0.0) * beta, axis=0)
+        num = num * alpha + tl.sum(tl.load(state + 1024, mask=live, other=0.0) * beta, axis=0)
         mx = m_new
-        bad += tl.load(part_ptr + tl.cast(num_items, tl.int64) * 1536 + first + k)
+        bad += tl.sum(tl.load(bad_ptr + k, mask=k < pieces, other=0.0), axis=0)
     return num / den, bad
 
 
@@ -96,8 +104,8 @@ def _merge_to_slot_kernel(
     kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
     num_outputs, pieces, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
     cs_s0, cs_s1, kv_s0, eps,
-    C: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
-    SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
+    C: tl.constexpr, MERGE_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr,
+    SCALE_REGION: tl.constexpr, SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
@@ -107,7 +115,7 @@ def _merge_to_slot_kernel(
             i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
             num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
         if ok:  # a skipped output's pieces hold no rows: nothing to merge
-            c, bad = merge_pieces(part_ptr, i, pieces, num_outputs * pieces, dims)
+            c, bad = merge_pieces(part_ptr, i, pieces, num_outputs * pieces, dims, MERGE_ROWS)
             if bad == 0:
                 c8 = tl.reshape(c, [8, 64])
                 store_slot_bytes(c8, rope_row(c8), weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,
@@ -125,7 +133,7 @@ def _merge_to_bf16_kernel(
     slot_out_ptr,  # out, [num_outputs], int64: destination slot, -1 = skip
     num_outputs, pieces, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
     cs_s0, cs_s1, eps,
-    C: tl.constexpr,
+    C: tl.constexpr, MERGE_ROWS: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
@@ -136,7 +144,7 @@ def _merge_to_bf16_kernel(
             num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
         dest = tl.cast(-1, tl.int64)
         if ok:  # a skipped output's pieces hold no rows: nothing to merge, its row is never read
-            c, bad = merge_pieces(part_ptr, i, pieces, num_outputs * pieces, dims)
+            c, bad = merge_pieces(part_ptr, i, pieces, num_outputs * pieces, dims, MERGE_ROWS)
             y = normalise_rotate(c, dims, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok)
             tl.store(y_bf16_ptr + tl.cast(i, tl.int64) * 512 + dims, (bf16_rne_bits(y) >> 16).to(tl.int16))
             dest = tl.where(bad == 0, slot, -1)

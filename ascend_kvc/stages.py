@@ -136,11 +136,13 @@ def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
         {"state_ptr": _state_pointer(state_dtype), **_INDEX_POINTERS, "part_ptr": "*fp32"},
     )
     common = {"part_ptr": "*fp32", **_MERGE_INDEX_POINTERS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32"}
+    from .split_window import MERGE_ROWS
+
     if _LADDER[stage][4] == "fused":
-        merge = KernelSpec("ascend_kvc.split_window", "_merge_to_slot_kernel", dict(C=C, **SLOT_LAYOUT_CONSTEXPRS),
-                           {**common, "kv_cache_ptr": "*u8"})
+        merge = KernelSpec("ascend_kvc.split_window", "_merge_to_slot_kernel",
+                           dict(C=C, MERGE_ROWS=MERGE_ROWS, **SLOT_LAYOUT_CONSTEXPRS), {**common, "kv_cache_ptr": "*u8"})
     else:
-        merge = KernelSpec("ascend_kvc.split_window", "_merge_to_bf16_kernel", dict(C=C),
+        merge = KernelSpec("ascend_kvc.split_window", "_merge_to_bf16_kernel", dict(C=C, MERGE_ROWS=MERGE_ROWS),
                            {**common, "y_bf16_ptr": "*i16", "slot_out_ptr": "*i64"})
     return [piece, merge]
 

@@ -81,18 +81,24 @@ def _split(num_outputs: int, C: int, cores: int, pieces: int) -> WorkSplit:
 
 
 def plan_split(num_outputs: int, compress_ratio: int, cores: int) -> WorkSplit:
-    """The fewest pieces per window (at least ``MIN_PIECE_ROWS`` rows each) that give every core
-    an item and keep ``BUSY_TARGET`` of ``cores`` busy; the busiest split if none does."""
+    """No split when one item per output keeps ``BUSY_TARGET`` of ``cores`` busy; otherwise the
+    fewest pieces per window (at least ``MIN_PIECE_ROWS`` rows each, and at first enough that
+    every core gets an item) that reach it; the busiest split if none does."""
     if num_outputs < 0 or compress_ratio < 1 or cores < 1:
         raise ValueError(f"need num_outputs >= 0, compress_ratio >= 1, cores >= 1; got "
                          f"{num_outputs}, {compress_ratio}, {cores}")
     if num_outputs == 0:
         return _split(0, compress_ratio, cores, 1)
     max_pieces = max(1, compress_ratio // MIN_PIECE_ROWS)
-    # Fewer outputs than cores: enough pieces that every core gets one, where the rows allow.
-    pieces = min(max_pieces, -(-cores // num_outputs))
-    best = _split(num_outputs, compress_ratio, cores, pieces)
+    best = _split(num_outputs, compress_ratio, cores, 1)
     best_busy = occupancy(best).busy
+    if best_busy >= BUSY_TARGET:
+        return best  # one item per output already keeps the cores busy: no merge launch
+    # Otherwise start from enough pieces that every core gets one, where the rows allow.
+    pieces = min(max_pieces, -(-cores // num_outputs))
+    candidate = _split(num_outputs, compress_ratio, cores, pieces)
+    if occupancy(candidate).busy > best_busy:
+        best, best_busy = candidate, occupancy(candidate).busy
     while best_busy < BUSY_TARGET and pieces < max_pieces:
         pieces += 1
         if num_outputs * (pieces - 1) >= cores * 64:

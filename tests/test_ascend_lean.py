@@ -50,8 +50,11 @@ def test_default_and_fused_launch_few_kernels_and_no_framework_op(route, cores, 
     clear_launch_plans()
     w = general_case(128, 8, seed=6, num_reqs=1, outputs_per_req=2, device=DEVICE)
     out = w.kv_cache.clone()
-    c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
-    with record_triton_launches() as launches, OpCounter() as ops:
+    # A plan's first call goes through kernel[grid] (recorded); on a GPU, repeat calls launch the
+    # compiled kernels directly, past the recorder, so the framework ops are counted on a repeat.
+    with record_triton_launches() as launches:
+        c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
+    with record_triton_launches(), OpCounter() as ops:  # the recorder keeps the interpreter's copies out
         c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
     assert [k for k, _ in launches] == kernels
     assert len(kernels) <= 4
