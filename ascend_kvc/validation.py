@@ -77,6 +77,13 @@ def _int(name: str, value, minimum: int) -> int:
     return int(value)
 
 
+def check_flag(name: str, value) -> bool:
+    """A flag must be a bool: ``validate=0`` or ``None`` reads as a wish nobody can be sure of."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
 def check_metadata(
     state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
     cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, out,
