@@ -216,6 +216,55 @@ def test_zero_window_golden_bytes(route):
     assert report.ok and report.num_outputs_written == 1, str(report)
 
 
+# One rung per place the RMSNorm is computed: the framework finalize (reference.rms_norm), the
+# block-d512 kernel, slot_bytes.py (fused, gpgpu).
+RANGE_ROUTES = [r for r in ("reference", "ascend:block-gather", "ascend:block-d512", "ascend:fused", "gpgpu")
+                if r in ROUTES]
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the interpreter's float32 sum, on purpose
+@pytest.mark.parametrize("route", RANGE_ROUTES)
+def test_float32_range_of_the_pooled_vector(route):
+    """docs/CONTRACT.md, "Range": the golden window scaled by 2^58 has sum(c^2) = 512 * 2^116 = 2^125,
+    inside the range, and RMSNorm is scale-invariant: the golden bytes exactly. Scaled by 2^60,
+    sum(c^2) = 2^129 overflows float32: every route writes y = 0 (int8 0, scale 107, RoPE +-0),
+    the float64 truth is finite, and the oracle leaves the output unjudged, its placement exact."""
+    for scale, inside in ((2.0**58, True), (2.0**60, False)):
+        kw = golden_inputs(4, 255)
+        t = torch.arange(128, 256)
+        kw["state_cache"][64 - t // 4, t % 4, :512] *= scale
+        kw = {name: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for name, v in kw.items()}
+        before = kw["kv_cache"].clone()
+        got = c128_256_512_compress(**kw, out=before.clone(), route=route)
+        report = check_cache(check_metadata(**kw, out=None), got, before)
+        assert report.ok and report.num_outputs_written == 1, str(report)
+        assert report.out_of_range == (0 if inside else 1), str(report)
+        if inside:
+            want = _expected_page()
+            assert torch.equal(got.cpu(), want), f"route {route}: {_first_difference(got.cpu(), want)}"
+            continue
+        page = got.cpu()[0]
+        payload, scales = page[GOLDEN_SLOT * 576:(GOLDEN_SLOT + 1) * 576], page[36864 + GOLDEN_SLOT * 8:][:8]
+        assert payload[:448].eq(0).all(), "int8 values of y = 0"
+        assert bytes(scales.tolist()) == bytes.fromhex("6b6b6b6b6b6b6b00"), "scale bytes of y = 0"
+        assert (payload[448:].view(torch.int16) & 0x7FFF).eq(0).all(), "RoPE values of y = 0 (either sign)"
+
+
+def test_oracle_still_judges_the_placement_of_unjudged_outputs():
+    """Outside the range only the slot's bytes are free: a byte changed elsewhere still fails, and
+    a NaN in the window also puts the output outside."""
+    kw = golden_inputs(4, 255)
+    kw["state_cache"][64 - 200 // 4, 200 % 4, 7] = float("nan")
+    args = check_metadata(**kw, out=None)
+    assert compute_truth(args).in_range.tolist() == [False]
+    got = kw["kv_cache"].clone()
+    got[0, GOLDEN_SLOT * 576:(GOLDEN_SLOT + 1) * 576] = 0x55  # anything, in its own slot
+    assert check_cache(args, got, kw["kv_cache"]).ok
+    got[0, 0] ^= 1  # slot 0's first byte: not this output's
+    report = check_cache(args, got, kw["kv_cache"])
+    assert not report.ok and "is not a written slot's byte but changed" in report.first_mismatch
+
+
 def test_oracle_truth_of_the_zero_window():
     truth = compute_truth(check_metadata(**zero_window_inputs(), out=None))
     assert bytes(truth.expected[0].tolist()) == ZERO_WINDOW_SLOT_BYTES
