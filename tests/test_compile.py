@@ -16,10 +16,13 @@ from ascend_kvc.oracle import check_cache
 
 from cases import general_case
 
+# The Triton route runs where the other tests run it: interpreted on CPU, compiled on a GPU.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
-def _case(seed):
+
+def _case(seed, device="cpu"):
     # Two written outputs and one skipped (-1 slot), C = 128: small enough for the interpreter.
-    return general_case(128, 8, num_reqs=1, outputs_per_req=3, seed=seed)
+    return general_case(128, 8, num_reqs=1, outputs_per_req=3, seed=seed, device=device)
 
 
 def _serving_call(*args, out, route):
@@ -30,26 +33,27 @@ def _fresh_call(*args, route):
     return c128_256_512_compress(*args, route=route, validate=False)
 
 
-def _two_steps(seed):
+def _two_steps(seed, device="cpu"):
     """Two calls in a row with the same shapes: new state values, slots and cache bytes."""
-    first = _case(seed)
-    second = _case(seed)
+    first = _case(seed, device)
+    second = _case(seed, device)
     g = torch.Generator().manual_seed(seed + 100)
-    second.state_cache = torch.randn(first.state_cache.shape, generator=g)
+    second.state_cache = torch.randn(first.state_cache.shape, generator=g).to(device)
     b = first.boundary_token_indices
     second.kv_slot_mapping = first.kv_slot_mapping.clone()
     second.kv_slot_mapping[b] = first.kv_slot_mapping[b].flip(0)  # other slots; the skipped one moves
-    second.kv_cache = torch.randint(0, 256, first.kv_cache.shape, dtype=torch.uint8, generator=g)
+    second.kv_cache = torch.randint(0, 256, first.kv_cache.shape, dtype=torch.uint8, generator=g).to(device)
     return first, second
 
 
-@pytest.mark.parametrize("backend,route", [("aot_eager", "auto"), ("inductor", "auto"), ("aot_eager", "gpgpu")])
-def test_in_place_call_compiles_in_one_graph(backend, route):
+@pytest.mark.parametrize("backend,route,device", [("aot_eager", "auto", "cpu"), ("inductor", "auto", "cpu"),
+                                                  ("aot_eager", "gpgpu", DEVICE)])
+def test_in_place_call_compiles_in_one_graph(backend, route, device):
     from torch._inductor.utils import run_and_get_code
 
     torch._dynamo.reset()
     compiled = torch.compile(_serving_call, fullgraph=True, backend=backend)  # a graph break is an error
-    for step, w in enumerate(_two_steps(seed=31)):
+    for step, w in enumerate(_two_steps(seed=31, device=device)):
         before = w.kv_cache.clone()
         eager = c128_256_512_compress(*w.args(), out=before.clone(), route=route, validate=False)
         out = before.clone()
@@ -96,7 +100,9 @@ def test_compiled_call_checks_like_eager():
 
 
 def test_eager_auto_call_still_logs_its_route(caplog):
-    ascend_kvc.routes._announce.cache_clear()
+    announce = getattr(ascend_kvc.routes, "_announce", None)
+    if hasattr(announce, "cache_clear"):  # it logs once per (device type, route): forget earlier tests' calls
+        announce.cache_clear()
     w = _case(seed=37)
     with caplog.at_level(logging.INFO, logger="ascend_kvc"):
         c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), validate=False)
