@@ -216,10 +216,10 @@ def test_zero_window_golden_bytes(route):
     assert report.ok and report.num_outputs_written == 1, str(report)
 
 
-# One rung per place the RMSNorm is computed: the framework finalize (reference.rms_norm), the
-# block-d512 kernel, slot_bytes.py (fused, gpgpu).
-RANGE_ROUTES = [r for r in ("reference", "ascend:block-gather", "ascend:block-d512", "ascend:fused", "gpgpu")
-                if r in ROUTES]
+# One route per place the RMSNorm is computed: the framework finalize (reference.rms_norm), the
+# block-d512 kernel, the default's planned gather or window merge, slot_bytes.py (fused, gpgpu).
+RANGE_ROUTES = [r for r in ("reference", "ascend:block-gather", "ascend:block-d512", "ascend", "ascend:fused",
+                            "gpgpu") if r in ROUTES]
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the interpreter's float32 sum, on purpose
