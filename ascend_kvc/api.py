@@ -6,7 +6,7 @@ import torch
 
 from . import routes
 from .launch import call_signature
-from .validation import check_metadata, check_values
+from .validation import check_flag, check_metadata, check_values
 
 # Launch plans of routes that make them (``launch_plan(args, out)``), by argument signature. A
 # plan is stored only after ``check_metadata`` accepted its signature, and the signature holds
@@ -29,6 +29,28 @@ def _signature(route, tensors, scalars) -> tuple:
         return key, _PLANS.get(key), pointers
     except (AttributeError, TypeError, RuntimeError):  # not plain tensors, unhashable: no plan
         return None, None, None
+
+
+def _compress_in_graph(state_cache, token_to_req, positions, boundary_token_indices, block_table,
+                       rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio,
+                       rms_norm_eps, out, route, validate) -> torch.Tensor:
+    """The call inside ``torch.compile``: through the registered op, which Dynamo neither traces into
+    (the routes log, cache plans and sync) nor breaks the graph on. The metadata checks run at trace
+    time on fake tensors, with the eager messages; index values are checked (``validate``) when the
+    op runs, and the route logs its choice there too."""
+    check_metadata(
+        state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
+        cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, out,
+    )
+    if not isinstance(route, str):
+        raise TypeError(f"route must be a str, got {type(route).__name__}")
+    if out is None:  # the op writes in place: a zeroed cache then holds only the written slots
+        out = torch.zeros_like(kv_cache, memory_format=torch.contiguous_format)
+    torch.ops.ascend_kvc.compress_(
+        state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
+        cos_sin_cache, kv_slot_mapping, out, block_size, compress_ratio, rms_norm_eps, route, validate,
+    )
+    return out
 
 
 def c128_256_512_compress(
@@ -77,6 +99,11 @@ def c128_256_512_compress(
     Returns:
         The written cache: ``out`` if given, else the new tensor.
     """
+    check_flag("validate", validate)
+    if torch.compiler.is_compiling():
+        return _compress_in_graph(
+            state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
+            cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, out, route, validate)
     tensors = (state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
                cos_sin_cache, kv_slot_mapping, kv_cache, out)
     key, launch, pointers = _signature(route, tensors, (block_size, compress_ratio, rms_norm_eps))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from . import ops  # noqa: F401  (defines torch.ops.ascend_kvc.compress_)
+from .validation import check_flag, check_scalars
 
 
 class CompressorKVWriter(torch.nn.Module):
@@ -43,11 +44,13 @@ class CompressorKVWriter(torch.nn.Module):
         super().__init__()
         self.register_buffer("rms_norm_weight", rms_norm_weight)
         self.register_buffer("cos_sin_cache", cos_sin_cache)
-        self.block_size = int(block_size)
-        self.compress_ratio = int(compress_ratio)
-        self.rms_norm_eps = float(rms_norm_eps)
+        # The function's own checks: 8.9 is not a block size, and the op would coerce validate=None.
+        self.block_size, self.compress_ratio, self.rms_norm_eps = check_scalars(block_size, compress_ratio,
+                                                                                rms_norm_eps)
+        if not isinstance(route, str):
+            raise TypeError(f"route must be a str, got {type(route).__name__}")
         self.route = route
-        self.validate = bool(validate)
+        self.validate = check_flag("validate", validate)
 
     def forward(
         self,

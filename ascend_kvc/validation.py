@@ -77,6 +77,36 @@ def _int(name: str, value, minimum: int) -> int:
     return int(value)
 
 
+# eps is a float32 in every kernel. The least: float32's smallest normal number (eps = 0 leaves an
+# all-zero window at 0 * rsqrt(0) = NaN, whose bytes differ between routes; a subnormal eps is 0 on
+# a device that flushes subnormals). The most: float32's largest (more would be inf there).
+RMS_NORM_EPS_MIN = 2.0**-126
+RMS_NORM_EPS_MAX = float(torch.finfo(torch.float32).max)
+
+
+def check_scalars(block_size, compress_ratio, rms_norm_eps) -> tuple[int, int, float]:
+    """``block_size``, ``compress_ratio`` and ``rms_norm_eps`` as the operator takes them (the layer
+    checks its own with this too): ints that are ints, not floats or bools; an eps in float32's
+    normal range, ``[RMS_NORM_EPS_MIN, RMS_NORM_EPS_MAX]``."""
+    block_size = _int("block_size", block_size, 1)
+    if isinstance(compress_ratio, bool) or not isinstance(compress_ratio, numbers.Integral):
+        raise TypeError(f"compress_ratio must be an int, got {type(compress_ratio).__name__}")
+    if compress_ratio not in COMPRESS_RATIOS:
+        raise ValueError(f"compress_ratio must be one of {COMPRESS_RATIOS}, got {compress_ratio}")
+    if (isinstance(rms_norm_eps, bool) or not isinstance(rms_norm_eps, numbers.Real)
+            or not math.isfinite(rms_norm_eps) or not RMS_NORM_EPS_MIN <= rms_norm_eps <= RMS_NORM_EPS_MAX):
+        raise ValueError(f"rms_norm_eps must be a finite float >= 2**-126 (the smallest normal float32) and "
+                         f"<= {RMS_NORM_EPS_MAX!r} (the largest), got {rms_norm_eps!r}")
+    return block_size, int(compress_ratio), float(rms_norm_eps)
+
+
+def check_flag(name: str, value) -> bool:
+    """A flag must be a bool: ``validate=0`` or ``None`` reads as a wish nobody can be sure of."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
 def check_metadata(
     state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
     cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, out,
@@ -96,18 +126,11 @@ def check_metadata(
     _tensor("kv_cache", kv_cache, (torch.uint8,), 2)
     _width("kv_cache", kv_cache, 1, PAGE_BYTES)
 
-    block_size = _int("block_size", block_size, 1)
+    block_size, compress_ratio, rms_norm_eps = check_scalars(block_size, compress_ratio, rms_norm_eps)
     if state_cache.shape[1] != block_size:
         raise ValueError(
             f"state_cache must have block_size={block_size} rows per block in dim 1, got shape {tuple(state_cache.shape)}"
         )
-    if isinstance(compress_ratio, bool) or not isinstance(compress_ratio, numbers.Integral):
-        raise TypeError(f"compress_ratio must be an int, got {type(compress_ratio).__name__}")
-    if compress_ratio not in COMPRESS_RATIOS:
-        raise ValueError(f"compress_ratio must be one of {COMPRESS_RATIOS}, got {compress_ratio}")
-    if (isinstance(rms_norm_eps, bool) or not isinstance(rms_norm_eps, numbers.Real)
-            or not math.isfinite(rms_norm_eps) or rms_norm_eps < 0):
-        raise ValueError(f"rms_norm_eps must be a finite float >= 0, got {rms_norm_eps!r}")
 
     num_tokens = token_to_req.shape[0]
     for name, t in (("positions", positions), ("kv_slot_mapping", kv_slot_mapping)):
@@ -126,6 +149,9 @@ def check_metadata(
             raise ValueError(f"out must have kv_cache's shape {tuple(kv_cache.shape)}, got {tuple(out.shape)}")
         if out.stride(1) != 1:
             raise ValueError(f"out must have contiguous rows (stride 1 in dim 1), got strides {out.stride()}")
+        if out.shape[0] > 1 and out.stride(0) < PAGE_BYTES:  # page.expand(n, -1), say: aliased pages
+            raise ValueError(f"out must not have overlapping rows (stride(0) >= {PAGE_BYTES} when it has more than "
+                             f"one row), got strides {out.stride()}")
         tensors["out"] = out
     for name, t in tensors.items():
         if t.device != device:
@@ -135,7 +161,7 @@ def check_metadata(
     return CompressArgs(
         state_cache, token_to_req.contiguous(), positions.contiguous(), boundary_token_indices.contiguous(),
         block_table, rms_norm_weight.contiguous(), cos_sin_cache, kv_slot_mapping.contiguous(), kv_cache,
-        block_size, int(compress_ratio), float(rms_norm_eps),
+        block_size, compress_ratio, rms_norm_eps,
     )
 
 

@@ -89,17 +89,22 @@ def test_strided_index_tensors_are_not_cached(w):
     (dict(rms_norm_weight=lambda w: w.rms_norm_weight.to("meta")), ValueError, "rms_norm_weight is on meta"),
     (dict(route=lambda w: "gpgpu:fast"), ValueError, "route must be one of"),
     (dict(route=lambda w: ["gpgpu"]), TypeError, "route must be a str"),
+    (dict(validate=lambda w: 0), TypeError, "validate must be a bool"),  # falsy, yet not False
+    (dict(rms_norm_eps=lambda w: 0.0), ValueError, "rms_norm_eps must be a finite float >= 2"),
+    (dict(kv_cache=lambda w: w.kv_cache[:1].expand(w.kv_cache.shape[0], -1)), ValueError,
+     "out must not have overlapping"),
 ])
 def test_bad_input_after_a_plan_raises_as_before(w, change, exc, match):
     api._PLANS.clear()
     run_and_check(w, "gpgpu", validate=False)
-    kwargs = dict(zip(NAMES, w.args()), route="gpgpu")
+    kwargs = dict(zip(NAMES, w.args()), route="gpgpu", validate=False)
     for name, make in change.items():
         kwargs[name] = make(w)
-    out = w.kv_cache.clone()
+    out = kwargs["kv_cache"] if "kv_cache" in change else w.kv_cache.clone()  # the serving form: out is the cache
+    snapshot = out.clone()
     with pytest.raises(exc, match=match):
-        c128_256_512_compress(**kwargs, out=out, validate=False)
-    assert torch.equal(out, w.kv_cache)
+        c128_256_512_compress(**kwargs, out=out)
+    assert torch.equal(out, snapshot)
 
 
 def test_out_none_and_out_given_are_two_plans(w):

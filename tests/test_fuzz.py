@@ -193,7 +193,7 @@ def _metadata_defects(w):
         "kv_cache": [lambda: w.kv_cache.to(torch.int8), lambda: w.kv_cache[:, :37000], lambda: w.kv_cache[0]],
         "block_size": [lambda: 0, lambda: -8, lambda: 8.0, lambda: True, lambda: w.block_size + 1],
         "compress_ratio": [lambda: 64, lambda: 1024, lambda: 128.0, lambda: None],
-        "rms_norm_eps": [lambda: float("inf"), lambda: float("nan"), lambda: -1.0, lambda: "1e-6"],
+        "rms_norm_eps": [lambda: float("inf"), lambda: float("nan"), lambda: -1.0, lambda: "1e-6", lambda: 0.0],
     }
 
 

@@ -8,7 +8,8 @@ and scores 0. Every row outside the window (same request, earlier or later posit
 unused block 0) holds values 1000 and scores 8: a route that reads even one of them is far off.
 
 1. Softmax: equal scores, so every weight is 1/128 and ``c[d] = V[d] = (-1)^d`` exactly.
-2. RMSNorm with eps = 0: ``mean(c^2) = 1``, ``rsqrt(1) = 1``, so ``y[d] = (-1)^d * weight[d]``.
+2. RMSNorm with eps = 2^-126, the least eps accepted: ``mean(c^2) = 1`` and ``1 + 2^-126`` rounds
+   to 1 (in float32 and float64), ``rsqrt(1) = 1``, so ``y[d] = (-1)^d * weight[d]``.
    The weight is float32 (accepted by the API), so y need not be a bf16 value.
 3. NOPE group g (dims 64g..64g+63): weight[d] depends only on d % 4, so each group's 64 bytes
    are one 4-byte pattern repeated 16 times. ``e`` is the least integer with ``127 * 2^e >= amax``
@@ -46,13 +47,21 @@ unused block 0) holds values 1000 and scores 8: a route that reads even one of t
    The table has exactly 129 rows, so row 128 is its last: the boundary of the row check.
 
 A second output (boundary token 127, slot -1) must be skipped.
+
+The zero window (``ZERO_WINDOW_SLOT_BYTES``): the same inputs with every window value 0 (scores
+still 0) and the RoPE row's cos/sin all positive. ``c = 0`` exactly, ``mean(c^2) + eps = 2^-126``,
+``rsqrt = 2^63`` (finite: eps is a normal float32), ``y = 0 * 2^63 * weight = +0`` (every weight
+is >= 0). Each group's ``amax = max(0, 1e-4)``, so ``e = -20`` and the scale byte is
+``-20 + 127 = 107 = 0x6b``; every int8 is 0; ``u' = 0 cos - 0 sin`` and ``w' = 0 cos + 0 sin``
+are +0 for cos, sin > 0 (bf16 bits 0000). With eps = 0 this window was 0 * rsqrt(0) = NaN, and
+the routes wrote different bytes for it; eps = 0 is now refused.
 """
 
 import pytest
 import torch
 
 from ascend_kvc import ASCEND_STAGES, c128_256_512_compress, route_names
-from ascend_kvc.oracle import compute_truth
+from ascend_kvc.oracle import check_cache, compute_truth
 from ascend_kvc.validation import check_metadata
 
 GOLDEN_SLOT_BYTES = bytes.fromhex(
@@ -86,6 +95,8 @@ GOLDEN_SLOT_BYTES = bytes.fromhex(
     "797a6b7f777b7800"
 )
 assert len(GOLDEN_SLOT_BYTES) == 584
+ZERO_WINDOW_SLOT_BYTES = bytes(448) + bytes(128) + bytes.fromhex("6b6b6b6b6b6b6b00")
+assert len(ZERO_WINDOW_SLOT_BYTES) == 584
 
 GOLDEN_SLOT = 5  # page 0, payload bytes 2880..3455, scale bytes 36904..36911
 FILL = 0xAA
@@ -143,14 +154,23 @@ def golden_inputs(block_size: int, p: int, device: str = "cpu") -> dict:
         positions=torch.arange(num_tokens), boundary_token_indices=torch.tensor([p, 127]),
         block_table=block_table, rms_norm_weight=weight, cos_sin_cache=cos_sin,
         kv_slot_mapping=slot_mapping, kv_cache=torch.full((1, 37376), FILL, dtype=torch.uint8),
-        block_size=block_size, compress_ratio=C, rms_norm_eps=0.0,
+        block_size=block_size, compress_ratio=C, rms_norm_eps=2.0**-126,
     )
     return {name: v.to(device) if isinstance(v, torch.Tensor) else v for name, v in kw.items()}
 
 
-def _expected_page() -> torch.Tensor:
+def zero_window_inputs(device: str = "cpu") -> dict:
+    """``golden_inputs(4, 255)`` with every window value 0 and cos = 0.6, sin = 0.8 at row 128."""
+    kw = golden_inputs(4, 255)
+    t = torch.arange(255 - 128 + 1, 256)
+    kw["state_cache"][64 - t // 4, t % 4, :512] = 0.0
+    kw["cos_sin_cache"][128, :32], kw["cos_sin_cache"][128, 32:] = 0.6, 0.8
+    return {name: v.to(device) if isinstance(v, torch.Tensor) else v for name, v in kw.items()}
+
+
+def _expected_page(slot_bytes: bytes = GOLDEN_SLOT_BYTES) -> torch.Tensor:
     page = torch.full((37376,), FILL, dtype=torch.uint8)
-    golden = torch.tensor(list(GOLDEN_SLOT_BYTES), dtype=torch.uint8)
+    golden = torch.tensor(list(slot_bytes), dtype=torch.uint8)
     page[GOLDEN_SLOT * 576:(GOLDEN_SLOT + 1) * 576] = golden[:576]
     page[36864 + GOLDEN_SLOT * 8:36864 + (GOLDEN_SLOT + 1) * 8] = golden[576:]
     return page[None, :]
@@ -181,4 +201,71 @@ def test_oracle_truth_is_the_golden_bytes(block_size, p):
     truth = compute_truth(check_metadata(**kw, out=None))
     assert truth.outputs.tolist() == [0] and truth.slots.tolist() == [GOLDEN_SLOT]
     assert bytes(truth.expected[0].tolist()) == GOLDEN_SLOT_BYTES
+    assert truth.ambiguous_elements() == 0
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_zero_window_golden_bytes(route):
+    """An all-zero window at the least eps: y = +0, every route writes int8 0, scale 107, RoPE +0."""
+    kw = zero_window_inputs(DEVICE)
+    before = kw["kv_cache"].clone()
+    got = c128_256_512_compress(**kw, out=before.clone(), route=route)
+    want = _expected_page(ZERO_WINDOW_SLOT_BYTES)
+    assert torch.equal(got.cpu(), want), f"route {route}: {_first_difference(got.cpu(), want)}"
+    report = check_cache(check_metadata(**kw, out=None), got, before)
+    assert report.ok and report.num_outputs_written == 1, str(report)
+
+
+# One route per place the RMSNorm is computed: the framework finalize (reference.rms_norm), the
+# block-d512 kernel, the default's planned gather or window merge, slot_bytes.py (fused, gpgpu).
+RANGE_ROUTES = [r for r in ("reference", "ascend:block-gather", "ascend:block-d512", "ascend", "ascend:fused",
+                            "gpgpu") if r in ROUTES]
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the interpreter's float32 sum, on purpose
+@pytest.mark.parametrize("route", RANGE_ROUTES)
+def test_float32_range_of_the_pooled_vector(route):
+    """docs/CONTRACT.md, "Range": the golden window scaled by 2^58 has sum(c^2) = 512 * 2^116 = 2^125,
+    inside the range, and RMSNorm is scale-invariant: the golden bytes exactly. Scaled by 2^60,
+    sum(c^2) = 2^129 overflows float32: every route writes y = 0 (int8 0, scale 107, RoPE +-0),
+    the float64 truth is finite, and the oracle leaves the output unjudged, its placement exact."""
+    for scale, inside in ((2.0**58, True), (2.0**60, False)):
+        kw = golden_inputs(4, 255)
+        t = torch.arange(128, 256)
+        kw["state_cache"][64 - t // 4, t % 4, :512] *= scale
+        kw = {name: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for name, v in kw.items()}
+        before = kw["kv_cache"].clone()
+        got = c128_256_512_compress(**kw, out=before.clone(), route=route)
+        report = check_cache(check_metadata(**kw, out=None), got, before)
+        assert report.ok and report.num_outputs_written == 1, str(report)
+        assert report.out_of_range == (0 if inside else 1), str(report)
+        if inside:
+            want = _expected_page()
+            assert torch.equal(got.cpu(), want), f"route {route}: {_first_difference(got.cpu(), want)}"
+            continue
+        page = got.cpu()[0]
+        payload, scales = page[GOLDEN_SLOT * 576:(GOLDEN_SLOT + 1) * 576], page[36864 + GOLDEN_SLOT * 8:][:8]
+        assert payload[:448].eq(0).all(), "int8 values of y = 0"
+        assert bytes(scales.tolist()) == bytes.fromhex("6b6b6b6b6b6b6b00"), "scale bytes of y = 0"
+        assert (payload[448:].view(torch.int16) & 0x7FFF).eq(0).all(), "RoPE values of y = 0 (either sign)"
+
+
+def test_oracle_still_judges_the_placement_of_unjudged_outputs():
+    """Outside the range only the slot's bytes are free: a byte changed elsewhere still fails, and
+    a NaN in the window also puts the output outside."""
+    kw = golden_inputs(4, 255)
+    kw["state_cache"][64 - 200 // 4, 200 % 4, 7] = float("nan")
+    args = check_metadata(**kw, out=None)
+    assert compute_truth(args).in_range.tolist() == [False]
+    got = kw["kv_cache"].clone()
+    got[0, GOLDEN_SLOT * 576:(GOLDEN_SLOT + 1) * 576] = 0x55  # anything, in its own slot
+    assert check_cache(args, got, kw["kv_cache"]).ok
+    got[0, 0] ^= 1  # slot 0's first byte: not this output's
+    report = check_cache(args, got, kw["kv_cache"])
+    assert not report.ok and "is not a written slot's byte but changed" in report.first_mismatch
+
+
+def test_oracle_truth_of_the_zero_window():
+    truth = compute_truth(check_metadata(**zero_window_inputs(), out=None))
+    assert bytes(truth.expected[0].tolist()) == ZERO_WINDOW_SLOT_BYTES
     assert truth.ambiguous_elements() == 0

@@ -216,9 +216,81 @@ def test_skipped_outputs_never_share_a_slot(w):
     _call(w, out=w.kv_cache.clone())
 
 
-@pytest.mark.parametrize("eps", [float("inf"), float("-inf"), float("nan"), -1e-6])
-def test_non_finite_or_negative_eps(w, eps):
-    _expect(w, ValueError, r"rms_norm_eps must be a finite float >= 0", rms_norm_eps=eps)
+# 0 leaves an all-zero window at 0 * rsqrt(0) = NaN (routes disagree on its bytes); a subnormal eps
+# is 0 where a device flushes subnormals. The smallest normal float32 is the least eps accepted.
+@pytest.mark.parametrize("eps", [0.0, 0, 1e-40, 2.0**-127, 1e39, float("inf"), float("-inf"), float("nan"), -1e-6])
+def test_eps_below_the_smallest_normal_float32_or_not_finite(w, eps):
+    _expect(w, ValueError, r"rms_norm_eps must be a finite float >= 2\*\*-126", rms_norm_eps=eps)
+
+
+@pytest.mark.parametrize("eps", [2.0**-126, 1, 3.4028234663852886e38])
+def test_the_float32_normal_range_of_eps_is_accepted(w, eps):
+    _call(w, rms_norm_eps=eps, out=w.kv_cache.clone())
+
+
+@pytest.mark.parametrize("value", [1, 0, None, 1.0, "no"])
+def test_validate_must_be_a_bool(w, value):
+    _expect(w, TypeError, f"validate must be a bool, got {type(value).__name__}", validate=value)
+
+
+# --- out: rows that alias each other ------------------------------------------------------------
+
+def test_out_with_overlapping_rows(w):
+    """Rows closer than a page (``page.expand(n, -1)``) would let one slot's bytes land in several pages."""
+    pages = w.kv_cache.shape[0]
+    assert pages > 1
+    _expect(w, ValueError, r"out must not have overlapping rows .*got strides \(0, 1\)",
+            out=w.kv_cache[:1].clone().expand(pages, -1))
+    flat = torch.zeros(pages * 37376, dtype=torch.uint8)
+    _expect(w, ValueError, "out must not have overlapping rows", out=flat.as_strided((pages, 37376), (37375, 1)))
+    # kv_cache passed as out is out; through the op, out is the cache.
+    w.kv_cache = w.kv_cache[:1].expand(pages, -1)
+    with pytest.raises(ValueError, match="out must not have overlapping rows"):
+        _call(w, out=w.kv_cache)
+    args = list(w.args())
+    with pytest.raises(ValueError, match="out must not have overlapping rows"):
+        torch.ops.ascend_kvc.compress_(*args[:8], w.kv_cache, *args[9:], "reference", False)
+
+
+def test_expanded_kv_cache_with_out_none_is_fine(w):
+    """out=None only reads kv_cache's shape: the new cache has its own rows."""
+    from ascend_kvc.oracle import check_cache
+
+    w.kv_cache = w.kv_cache[:1].expand(w.kv_cache.shape[0], -1)
+    got = _call(w)
+    assert got.stride() == (37376, 1)
+    report = check_cache(w.checked_args(), got, torch.zeros_like(got))
+    assert report.ok and report.num_outputs_written > 0, str(report)
+
+
+def test_one_row_out_may_have_any_row_stride(w):
+    w.kv_cache = w.kv_cache[:1]
+    w.kv_slot_mapping[w.kv_slot_mapping >= 64] = -1
+    _call(w, out=w.kv_cache.clone().as_strided((1, 37376), (5, 1)))
+
+
+# --- the layer takes its scalars as the function does --------------------------------------------
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    (dict(block_size=8.9), TypeError, "block_size must be an int, got float"),
+    (dict(block_size=8.0), TypeError, "block_size must be an int, got float"),
+    (dict(compress_ratio=128.7), TypeError, "compress_ratio must be an int, got float"),
+    (dict(compress_ratio=64), ValueError, r"compress_ratio must be one of \(128, 256, 512\)"),
+    (dict(block_size=0), ValueError, "block_size must be >= 1"),
+    (dict(rms_norm_eps=0.0), ValueError, r"rms_norm_eps must be a finite float >= 2\*\*-126"),
+    (dict(validate=None), TypeError, "validate must be a bool, got NoneType"),
+    (dict(validate=1), TypeError, "validate must be a bool, got int"),
+    (dict(route=3), TypeError, "route must be a str"),
+])
+def test_layer_checks_its_scalars_like_the_function(w, kwargs, exc, match):
+    from ascend_kvc.layers import CompressorKVWriter
+
+    settings = dict(block_size=8, compress_ratio=128, rms_norm_eps=1e-6, route="reference", validate=False)
+    with pytest.raises(exc, match=match):
+        CompressorKVWriter(w.rms_norm_weight, w.cos_sin_cache, **{**settings, **kwargs})
+    function_kwargs = {k: v for k, v in kwargs.items() if k != "route"}
+    if function_kwargs.keys() & {"block_size", "compress_ratio", "rms_norm_eps", "validate"}:
+        _expect(w, exc, match, **function_kwargs)  # the function: same exception, same message
 
 
 @pytest.mark.parametrize("defect", [
