@@ -18,6 +18,10 @@ def _has_npu() -> bool:
 if not torch.cuda.is_available() and not _has_npu():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# tests/triton_ascend/ runs in its own process under triton-ascend's interpreter, started by
+# tests/test_triton_ascend_interpreter.py; named on the command line, it is collected as usual.
+collect_ignore = ["triton_ascend"]
+
 
 def pytest_collection_modifyitems(config, items):
     skip_cuda = pytest.mark.skip(reason="no CUDA GPU on this machine")

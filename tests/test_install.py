@@ -57,7 +57,8 @@ def wheel(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
     shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".ascend-triton", "__pycache__", "*.egg-info", "build", "results", ".pytest_cache", ".whl"))
+        ".git", ".venv", ".ascend-triton", ".ascend-numpy", "__pycache__", "*.egg-info", "build", "results",
+        ".pytest_cache", ".whl"))
     # The environment's setuptools when it has one (no download); an isolated build otherwise.
     isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
     proc = subprocess.run(
