@@ -157,6 +157,19 @@ def make_timer(device: str):
     return time_device
 
 
+def _ascend_programs(device: str) -> int | None:
+    """The most programs an Ascend grid had in this run (``ascend_kvc.device.ascend_programs``:
+    the vector cores of an NPU, ``ASCEND_KVC_VECTOR_CORES`` where set), for the occupancy model."""
+    import torch
+
+    from ascend_kvc.device import ascend_programs
+
+    try:
+        return ascend_programs(torch.device(device))
+    except Exception:  # a device query that fails must not sink the benchmark
+        return None
+
+
 class Progress:
     def __init__(self, total: int, enabled: bool):
         self.total, self.done, self.enabled, self.t0 = total, 0, enabled, time.time()
@@ -203,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
     info = library_environment(device)
     info["command"] = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    info["ascend_programs"] = _ascend_programs(device)
     time_fn = make_timer(device)
     info.update(measure_bandwidth(device, time_fn))
     print(machine_line(info))

@@ -256,6 +256,43 @@ def launch_table(rows: list[dict], device: str) -> list[str]:
     return lines
 
 
+def occupancy_lines(rows: list[dict], info: dict) -> list[str]:
+    """The occupancy model (``bench.occupancy``) for the cases and Ascend rungs of this run, at
+    ``bench.occupancy.CORE_COUNTS`` vector cores and at the grid this run had; [] without a rung."""
+    from ascend_kvc import ASCEND_STAGES
+    from ascend_kvc.routes import ASCEND_DEFAULT_STAGE
+    from bench.figures import parse_case
+    from bench.occupancy import CORE_COUNTS, format_table, occupancy_rows
+
+    present = {r["route"] for r in rows}
+    if "ascend" in present:  # the default rung under its short name
+        present.add(f"ascend:{ASCEND_DEFAULT_STAGE}")
+    stages = [s for s in ASCEND_STAGES if f"ascend:{s}" in present]
+    cases = []
+    for name in dict.fromkeys(r["case"] for r in rows):
+        try:
+            cases.append(parse_case(name))
+        except ValueError:
+            continue
+    if not stages or not cases:
+        return []
+    cores = set(CORE_COUNTS)
+    ran = info.get("ascend_programs")
+    if isinstance(ran, int) and ran >= 1:
+        cores.add(ran)
+    lines = ["**A model, not a measurement**: the bytes of compressor state each program of a rung's "
+             "persistent grid reads, dealt out as the kernels deal out their work items (`python -m "
+             "bench.occupancy`; `ascend_kvc.work_split` for the split of `triton-quant` and `fused`). "
+             "*busy*: the share of cores x the busiest program's bytes that holds work (1.00 = no core waits "
+             "for the busiest); *max/mean*: the busiest program's bytes over the mean of the programs "
+             "launched. It assumes time proportional to bytes and leaves out merges, quantise and scatter "
+             "kernels, index reads and framework ops; the measured times are in the tables above."]
+    if isinstance(ran, int) and ran >= 1:
+        lines.append(f"This run's Ascend grids had at most {ran} programs "
+                     f"(`ascend_kvc.device.ascend_programs` on {info.get('device', '?')}).")
+    return lines + [""] + format_table(occupancy_rows(cases, tuple(sorted(cores)), stages)).splitlines()
+
+
 def render(rows: list[dict], info: dict, full_table: str, command: str | None = None,
            figures: tuple[str, ...] = ()) -> str:
     device = info.get("device", "?")
@@ -275,6 +312,9 @@ def render(rows: list[dict], info: dict, full_table: str, command: str | None = 
                 "Bottom rung first. Geometric means over every (case, layout) where both rungs passed.", ""]
         out += ladder + [""]
     out += ["## What launches cost", ""] + launch_table(rows, device) + [""]
+    occupancy = occupancy_lines(rows, info)
+    if occupancy:
+        out += ["## How the Ascend grids share the vector cores (a model)", ""] + occupancy + [""]
     if figures:
         out += ["## Figures", ""]
         out += [f"![{title}]({fname})" for fname, title in FIGURES if fname in figures]

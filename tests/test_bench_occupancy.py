@@ -82,3 +82,21 @@ def test_update_readme_replaces_only_the_block():
     assert new == "intro\n<!-- BEGIN occupancy table -->\n| a |\n<!-- END occupancy table -->\nrest\n"
     with pytest.raises(ValueError):
         model.replace_readme_block("no block here", "x")
+
+
+def test_report_section_models_the_runs_cases_rungs_and_grid():
+    from bench.summary import occupancy_lines
+
+    def row(route, case="R1-T8192-C512"):
+        return {"case": case, "layout": "shuffled", "route": route, "check": "ok"}
+
+    rows = [row("reference"), row("ascend"), row("ascend:block-d512"), row("gpgpu", "odd-name")]
+    lines = occupancy_lines(rows, {"device": "npu", "ascend_programs": 32})
+    text = "\n".join(lines)
+    assert "A model, not a measurement" in lines[0] and "at most 32 programs" in text
+    table = [line for line in lines if line.startswith("| R")]
+    assert [line.split("|")[3].strip() for line in table] == ["20", "24", "32", "40", "48"]
+    # 'ascend' is the default rung; only the rungs that ran are modelled
+    header = next(line for line in lines if line.startswith("| case "))
+    assert "`triton-quant`" in header and "`block-d512`" in header and "`fused`" not in header
+    assert occupancy_lines([row("reference"), row("gpgpu")], {"device": "cuda"}) == []

@@ -213,6 +213,9 @@ def test_report_from_a_small_run_names_the_best_rung_and_marks_a_failure(tmp_pat
     else:
         assert all(r["device_ms"] > 0 for r in rows if r["check"] == "ok")
         assert float(device_cell) > 0
+    # the occupancy model is in the report, in words that say it is one
+    assert "## How the Ascend grids share the vector cores (a model)" in text
+    assert "A model, not a measurement" in text
 
 
 def test_cpu_launch_counts_are_labelled_and_count_triton_launches():
