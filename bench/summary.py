@@ -11,7 +11,7 @@ from bench.figures import failed, route_order, short_route
 
 FIGURES = (("ladder.png", "Where the Ascend ladder stops paying: time over the read floor per rung"),
            ("floor.png", "Every route against the memory floor"),
-           ("launches.png", "What launches cost per call"))
+           ("launches.png", "What launches cost per call, and wall against device time"))
 
 
 def _geomean(values: list[float]) -> float | None:

@@ -116,6 +116,18 @@ def test_figures_from_an_official_sized_run(build, device, stages, tmp_path):
     assert png_size(path)[0] <= MAX_PX[0] and png_size(path)[1] <= MAX_PX[1]
 
 
+def test_launch_figure_sets_wall_beside_device_time_where_a_profiler_timed_it():
+    rows, info = synthetic_rows(device="cuda")
+    fig = figures.build_launch(rows, info)
+    assert len(fig.axes) == 4 and "wall and\ndevice" in fig.axes[3].get_title()
+    routes = figures.route_order(rows)
+    assert len(fig.axes[3].patches) == 2 * len(routes)  # a wall bar and a device bar per route
+    for r in rows:  # a run saved before device time existed, and CPU (no profiler): no such panel
+        r.pop("device_ms", None)
+    assert len(figures.build_launch(rows, info).axes) == 3
+    assert len(figures.build_launch(*synthetic_rows(device="cpu")).axes) == 3
+
+
 def test_ladder_takes_its_order_from_the_stages_tuple():
     rows, info = synthetic_rows()
     rnd = random.Random(1)
