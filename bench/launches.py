@@ -28,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 
 
 # Bytes zeroed before each profiled call so that it starts with a cold L2, as the wall times
@@ -132,9 +133,12 @@ def _cuda_profile_one(call) -> _Profiled:
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        call()
-        torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        # torch 2.11 warns once that a session keeps only its own events: one session per call is the point
+        warnings.filterwarnings("ignore", message=".*[Pp]rofiler clears events")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            call()
+            torch.cuda.synchronize()
     # device activities only: kernels, memcpy, memset (not the GPU spans of record_function ranges)
     events = [e for e in prof.events()
               if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)]
