@@ -7,9 +7,10 @@
     python -m bench --cases 8,131072,512 --stages block-d512,byte-scatter --plot ladder.png
 
 Every (case, layout, route) is first checked against the byte oracle; a route that fails is
-reported and never timed. Then each passing one is timed on the device, its device kernels are
-counted with the vendor profiler, its PyTorch ops with a dispatch counter, and its host time per
-call is measured. The report folder holds report.md (summary first), bench.csv, bench.json and
+reported and never timed. Then each passing one is timed on the device (wall time of a call),
+its device kernels are counted and their own durations summed with the vendor profiler (device
+time: the wall time less the gaps that launches leave), its PyTorch ops are counted with a
+dispatch counter, and its host time per call is measured. The report folder holds report.md (summary first), bench.csv, bench.json and
 three figures. On a CPU-only machine the default is the small cases, with the Triton routes run
 through the interpreter: a functional run whose times say nothing about a GPU or NPU.
 """
@@ -87,9 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="calls queued per host-time measurement on a GPU/NPU (on CPU the timed calls are used); "
                         "100 calls of a few kernels stay inside the launch queue")
     p.add_argument("--kernels", choices=["auto", "every", "per-ratio"], default="auto",
-                   help="which rows get a profiler kernel count: every row, or the first case of each C per "
-                        "route and layout (auto: every row on CUDA, per-ratio on an NPU, whose profiler "
-                        "parses its trace from disk for seconds each time)")
+                   help="which rows get a profiler kernel count and device time: every row, or the first case "
+                        "of each C per route and layout (auto: every row on CUDA, per-ratio on an NPU, whose "
+                        "profiler parses its trace from disk for seconds each time)")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -156,6 +157,19 @@ def make_timer(device: str):
     return time_device
 
 
+def _ascend_programs(device: str) -> int | None:
+    """The most programs an Ascend grid had in this run (``ascend_kvc.device.ascend_programs``:
+    the vector cores of an NPU, ``ASCEND_KVC_VECTOR_CORES`` where set), for the occupancy model."""
+    import torch
+
+    from ascend_kvc.device import ascend_programs
+
+    try:
+        return ascend_programs(torch.device(device))
+    except Exception:  # a device query that fails must not sink the benchmark
+        return None
+
+
 class Progress:
     def __init__(self, total: int, enabled: bool):
         self.total, self.done, self.enabled, self.t0 = total, 0, enabled, time.time()
@@ -202,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
     info = library_environment(device)
     info["command"] = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    info["ascend_programs"] = _ascend_programs(device)
     time_fn = make_timer(device)
     info.update(measure_bandwidth(device, time_fn))
     print(machine_line(info))
@@ -249,7 +264,8 @@ def measure_case(w, layout: str, routes: list[str], device: str, info: dict, tim
                  profile_kernels: bool = True) -> list[dict]:
     """Oracle check, then (only if it passed) time, kernels, framework ops and host time, per route.
 
-    ``profile_kernels=False`` leaves the device-kernel count out (None) for these rows.
+    ``profile_kernels=False`` leaves the device-kernel count and the device time out (None) for
+    these rows.
     """
     import torch
 
@@ -301,7 +317,8 @@ def measure_case(w, layout: str, routes: list[str], device: str, info: dict, tim
                 row["host_us"] = host_us_per_call(host_call, lambda: synchronize(device), args.host_calls)
             if profile_kernels:
                 counted = count_device_kernels(host_call, device)
-                row.update(kernels=counted["kernels"], copies=counted["copies"], kernels_how=counted["how"])
+                row.update(kernels=counted["kernels"], copies=counted["copies"], kernels_how=counted["how"],
+                           device_ms=counted["device_ms"], device_how=counted["device_how"])
             row.update(count_framework_ops(host_call, device))
         rows.append(row)
         progress.step(f"{w.name} {layout} {route}")

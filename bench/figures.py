@@ -2,7 +2,8 @@
 
 * ``ladder_figure`` (``build_ladder``): where does the Ascend ladder stop paying? Time over the read floor per rung.
 * ``floor_figure`` (``build_floor``): how far is each route from the memory floor? Time against bytes that must move.
-* ``launch_figure`` (``build_launch``): what do launches cost? Device kernels, framework ops and host time per call.
+* ``launch_figure`` (``build_launch``): what do launches cost? Device kernels, framework ops and host time per
+  call, and (with a device profiler) wall time against the kernels' own device time.
 
 Each takes the benchmark's rows (dicts as ``bench.cli`` builds them) and the machine info. A row
 whose ``check`` is not ``"ok"`` failed the byte oracle and was never timed: it is drawn as a red X,
@@ -307,35 +308,53 @@ def _floor_legend(fig, style, layouts, read_gbs, any_fail: bool) -> None:
     fig.legend(handles=handles, loc="center right", frameon=False)
 
 
-def launch_metrics(device: str) -> list[tuple[str, str, bool]]:
-    """(row key, panel title, log scale) of the launch figure's panels for ``device``."""
+# The launch figure's paired panel: wall time and device time of a call, one bar each.
+TIME_PAIR = ("ms", "device_ms")
+PAIR_STYLE = {"ms": ("#4c72b0", "wall (do_bench)"), "device_ms": ("#dd8452", "device (profiler)")}
+
+
+def launch_metrics(device: str) -> list[tuple]:
+    """(row key, panel title, log scale) of the launch figure's panels for ``device``; the key
+    ``TIME_PAIR`` draws wall and device time per call side by side (not on CPU: no profiler)."""
     if device == "cpu":
         first = ("triton_launches", "Triton launches per call\n(CPU interpreter; no device kernels)", False)
         host = ("host_us", "host µs per call, log\n(CPU: the interpreter's wall time)", True)
-    else:
-        first = ("kernels", "device kernels per call\n(profiler: kernels + memcpy/memset)", False)
-        host = ("host_us", "host µs per call, log\n(median, no sync, validate=False)", True)
-    return [first, ("aten_ops", "PyTorch (aten) ops per call\n(dispatch counter)", False), host]
+        return [first, ("aten_ops", "PyTorch (aten) ops per call\n(dispatch counter)", False), host]
+    first = ("kernels", "device kernels per call\n(profiler: kernels + memcpy/memset)", False)
+    host = ("host_us", "host µs per call, log\n(median, no sync, validate=False)", True)
+    return [first, ("aten_ops", "PyTorch (aten) ops per call\n(dispatch counter)", False), host,
+            (TIME_PAIR, "ms per call, log: wall and\ndevice (kernels' own time)", True)]
+
+
+def _values(rows: list[dict], key: str) -> list[float]:
+    return [r[key] for r in rows if not failed(r) and r.get(key) is not None]
 
 
 def build_launch(rows: list[dict], info: dict):
-    """Per route: device kernels (or Triton launches on CPU), aten ops and host µs per call.
+    """Per route: device kernels (or Triton launches on CPU), aten ops and host µs per call, and
+    where a profiler timed them, wall and device ms per call side by side.
 
     Bars are the median over every (case, layout) that passed; whiskers the min and max.
     A route that failed everywhere shows ``FAIL``; one that failed somewhere says in how many.
     """
     metrics = launch_metrics(info.get("device", "cpu"))
-    if not any(r.get(key) is not None for r in rows for key, _, _ in metrics):
+    if not any(r.get(key) is not None for r in rows for key, _, _ in metrics if key != TIME_PAIR):
         return None  # a run saved before launch costs were measured
+    if not any(r.get("device_ms") is not None for r in rows):
+        metrics = [m for m in metrics if m[0] != TIME_PAIR]  # a run saved before device time was measured
     plt = _plt()
     routes = route_order(rows)
     height = min(9.0, 2.0 + 0.42 * len(routes))
     fig, axes = plt.subplots(1, len(metrics), figsize=(MAX_WIDTH_IN, height), dpi=DPI, sharey=True)
     ys = list(range(len(routes)))
     for ax, (key, title, log) in zip(axes, metrics):
+        if key == TIME_PAIR:
+            _time_pair_panel(ax, rows, routes, ys)
+            ax.set_title(title)
+            continue
         for y, route in zip(ys, routes):
             mine = [r for r in rows if r["route"] == route]
-            vals = [r[key] for r in mine if not failed(r) and r.get(key) is not None]
+            vals = _values(mine, key)
             nfail = sum(failed(r) for r in mine)
             if vals:
                 mid = statistics.median(vals)
@@ -363,6 +382,31 @@ def build_launch(rows: list[dict], info: dict):
     fig.suptitle(f"What launches cost, per call (median over cases and layouts; whiskers min-max)\n{_device_title(info)}")
     fig.tight_layout(w_pad=3.0)
     return fig
+
+
+def _time_pair_panel(ax, rows: list[dict], routes: list[str], ys: list[int]) -> None:
+    """Per route a wall-time bar and, below it, a device-time bar (medians, ms, log axis): the gap
+    between them is what launches and host work add to a call."""
+    from matplotlib.patches import Patch
+
+    for y, route in zip(ys, routes):
+        mine = [r for r in rows if r["route"] == route]
+        nfail = sum(failed(r) for r in mine)
+        drawn = False
+        for offset, key in ((-0.2, "ms"), (0.2, "device_ms")):
+            vals = _values(mine, key)
+            if vals:
+                drawn = True
+                ax.barh(y + offset, statistics.median(vals), color=PAIR_STYLE[key][0], height=0.38)
+        if not drawn:
+            ax.text(0.02, y, "FAIL" if nfail else "not measured", color=FAIL_COLOR if nfail else "gray",
+                    fontweight="bold" if nfail else "normal", va="center", transform=ax.get_yaxis_transform())
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.set_xscale("log")
+    if ax.has_data():
+        _plain_log(ax.xaxis)
+    ax.legend(handles=[Patch(color=color, label=label) for color, label in PAIR_STYLE.values()],
+              loc="lower right", frameon=False, fontsize=FONT - 2)
 
 
 def _save(fig, path: str) -> bool:

@@ -5,7 +5,9 @@ least once (so nothing is compiled while it is measured):
 
 * ``count_device_kernels``: device activities of one call from the vendor profiler
   (``torch.profiler`` with CUPTI on CUDA; ``torch_npu.profiler`` on an Ascend NPU, read from its
-  ``op_statistic.csv``). ``None`` with a reason where no profiler is available (CPU).
+  ``op_statistic.csv``), and their own durations summed: the call's device time, without the
+  gaps between kernels that launch costs leave (what the wall time adds). ``None`` with a
+  reason where no profiler is available (CPU: the report says n/a).
 * ``count_framework_ops``: PyTorch (aten) operators dispatched by one call, counted with a
   ``TorchDispatchMode``; on CPU also the Triton kernel launches run by the interpreter, whose own
   tensor copies are left out of the aten count.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import csv
+import dataclasses
 import glob
 import os
 import shutil
@@ -25,45 +28,127 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 
 
-def count_device_kernels(call, device: str, calls: int = 3) -> dict:
-    """``{"kernels": per call, "copies": memcpy/memset per call (included in kernels), "how": str}``."""
+# Bytes zeroed before each profiled call so that it starts with a cold L2, as the wall times
+# (do_bench) do: Triton's do_bench zeroes 256 MB on CUDA; a 910B's L2 is 192 MB.
+FLUSH_BYTES = 256 * 2**20
+
+
+def count_device_kernels(call, device: str, calls: int | None = None, flush=None) -> dict:
+    """What the device ran for one call, from the vendor profiler.
+
+    ``{"kernels": device activities per call, "copies": memcpy/memset per call (included in
+    kernels), "how": str, "device_ms": the activities' own durations summed per call (median
+    over the calls), "device_how": str}``; every number ``None`` where no profiler is available
+    (CPU) or it failed (the reason in ``how`` / ``device_how``).
+
+    Each call is profiled on its own, after ``flush()`` (default: zero ``FLUSH_BYTES`` on the
+    device) and a sync outside the profiler, so that its kernels start from a cold L2 as in the
+    wall-time measurement and nothing else lands in the trace. ``calls``: 3 on CUDA; 1 on an NPU,
+    whose profiler writes and parses a trace on disk for every session.
+    """
     if device == "cuda":
-        counter = _cuda_device_activities
+        profile_one = _cuda_profile_one
     elif device == "npu":
-        counter = _npu_device_activities
+        profile_one = _npu_profile_one
     else:
-        return {"kernels": None, "copies": None, "how": "no device profiler on CPU"}
+        return {"kernels": None, "copies": None, "how": "no device profiler on CPU", "device_ms": None,
+                "device_how": "n/a: no device profiler on CPU"}
+    calls = calls or (3 if device == "cuda" else 1)
     try:
-        kernels, copies, how = counter(call, calls)
+        if flush is None:
+            flush = _l2_flush(device)
+        per_call = []
+        for _ in range(calls):
+            flush()
+            per_call.append(profile_one(call))
     except Exception as exc:  # a profiler that fails must not sink the benchmark
-        return {"kernels": None, "copies": None, "how": f"profiler failed: {type(exc).__name__}: {exc}"[:200]}
-    return {"kernels": kernels / calls, "copies": copies / calls if copies is not None else None, "how": how}
+        why = f"profiler failed: {type(exc).__name__}: {exc}"[:200]
+        return {"kernels": None, "copies": None, "how": why, "device_ms": None, "device_how": why}
+    how = per_call[0].how
+    copies = [p.copies for p in per_call]
+    durations = [p.device_us for p in per_call]
+    timed = None not in durations
+    return {
+        "kernels": sum(p.kernels for p in per_call) / calls,
+        "copies": sum(copies) / calls if None not in copies else None,
+        "how": f"{how}: kernels + memcpy/memset",
+        "device_ms": statistics.median(durations) / 1e3 if timed else None,
+        "device_how": (f"{how}: durations of the call's kernels + memcpy/memset summed, median of {calls} "
+                       f"call{'s' if calls > 1 else ''}, each after a {FLUSH_BYTES // 2**20} MiB L2 flush"
+                       if timed else f"{how}: no durations in the trace"),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class _Profiled:
+    """One profiled call: device activities, of which memcpy/memset (None: unknown), and their
+    summed durations in µs (None: the trace has none)."""
+
+    kernels: int
+    copies: int | None
+    device_us: float | None
+    how: str
 
 
 def _is_copy(name: str) -> bool:
     return name.lower().startswith(("memcpy", "memset"))
 
 
-def _cuda_device_activities(call, calls: int):
+def _l2_flush(device: str):
+    import torch
+
+    buffer = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+
+    def flush():
+        buffer.zero_()
+        getattr(torch, device).synchronize()
+
+    return flush
+
+
+def device_event_us(event) -> float:
+    """The duration in µs of one device activity of ``torch.profiler``'s ``events()``.
+
+    torch 2.11 and 2.14 (since 2.4) name it ``device_time_total``; ``cuda_time_total`` is its
+    deprecated alias (a FutureWarning) and the only name before 2.4. For a device event both
+    return the event's own time range, read directly where neither gives a number.
+    """
+    cls = type(event)
+    for name in ("device_time_total", "cuda_time_total"):
+        if isinstance(getattr(cls, name, None), property):
+            us = getattr(event, name)
+            if us:
+                return float(us)
+            break  # the newer name exists: never touch the deprecated one
+    time_range = getattr(event, "time_range", None)
+    return float(time_range.elapsed_us()) if time_range is not None else 0.0
+
+
+def _cuda_profile_one(call) -> _Profiled:
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
+    with warnings.catch_warnings():
+        # torch 2.11 warns once that a session keeps only its own events: one session per call is the point
+        warnings.filterwarnings("ignore", message=".*[Pp]rofiler clears events")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             call()
-        torch.cuda.synchronize()
-    names = [e.name for e in prof.events() if e.device_type == DeviceType.CUDA]
-    return len(names), sum(_is_copy(n) for n in names), "torch.profiler (CUPTI): kernels + memcpy/memset"
+            torch.cuda.synchronize()
+    # device activities only: kernels, memcpy, memset (not the GPU spans of record_function ranges)
+    events = [e for e in prof.events()
+              if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)]
+    return _Profiled(len(events), sum(_is_copy(e.name) for e in events), sum(map(device_event_us, events)),
+                     "torch.profiler (CUPTI)")
 
 
-def _npu_device_activities(call, calls: int):
-    # torch_npu's profiler writes its results to disk and parses them when the context exits;
-    # op_statistic.csv has one row per op type with a "Count" column (kernel_details.csv, one row
-    # per kernel, is the fallback). Not run where this code was written: no NPU was available.
+def _npu_profile_one(call) -> _Profiled:
+    # torch_npu's profiler writes its results to disk and parses them when the context exits.
+    # Not run where this code was written: no NPU was available.
     import torch
     import torch_npu
 
@@ -73,24 +158,42 @@ def _npu_device_activities(call, calls: int):
         torch.npu.synchronize()
         with npu_prof.profile(activities=[npu_prof.ProfilerActivity.NPU],
                               on_trace_ready=npu_prof.tensorboard_trace_handler(out_dir)):
-            for _ in range(calls):
-                call()
+            call()
             torch.npu.synchronize()
-        stats = glob.glob(os.path.join(out_dir, "**", "op_statistic.csv"), recursive=True)
-        if stats:
-            with open(stats[0], newline="") as f:
-                rows = list(csv.DictReader(f))
-            total = sum(int(float(r["Count"])) for r in rows)
-            copies = sum(int(float(r["Count"])) for r in rows if _is_copy(r.get("OP Type", "")))
-            return total, copies, "torch_npu.profiler op_statistic.csv: device ops"
-        details = glob.glob(os.path.join(out_dir, "**", "kernel_details.csv"), recursive=True)
-        if details:
-            with open(details[0], newline="") as f:
-                rows = list(csv.DictReader(f))
-            return len(rows), None, "torch_npu.profiler kernel_details.csv: device kernels"
-        raise RuntimeError(f"no op_statistic.csv or kernel_details.csv under {out_dir}")
+        return npu_trace_totals(out_dir)
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def _number(row: dict, column: str) -> float | None:
+    value = (row.get(column) or "").strip()
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def npu_trace_totals(out_dir: str) -> _Profiled:
+    """Device ops and their time from a torch_npu profiler folder: ``op_statistic.csv`` (one row
+    per op type: "OP Type", "Count", "Total Time(us)"), else ``kernel_details.csv`` (one row
+    per kernel: "Name", "Duration(us)"), as CANN's profiling guide names the columns."""
+    stats = glob.glob(os.path.join(out_dir, "**", "op_statistic.csv"), recursive=True)
+    if stats:
+        with open(stats[0], newline="") as f:
+            rows = list(csv.DictReader(f))
+        counts = [int(_number(r, "Count") or 0) for r in rows]
+        times = [_number(r, "Total Time(us)") for r in rows]
+        return _Profiled(sum(counts), sum(c for c, r in zip(counts, rows) if _is_copy(r.get("OP Type", ""))),
+                         sum(times) if rows and None not in times else None,
+                         "torch_npu.profiler op_statistic.csv")
+    details = glob.glob(os.path.join(out_dir, "**", "kernel_details.csv"), recursive=True)
+    if details:
+        with open(details[0], newline="") as f:
+            rows = list(csv.DictReader(f))
+        times = [_number(r, "Duration(us)") for r in rows]
+        return _Profiled(len(rows), None, sum(times) if rows and None not in times else None,
+                         "torch_npu.profiler kernel_details.csv")
+    raise RuntimeError(f"no op_statistic.csv or kernel_details.csv under {out_dir}")
 
 
 def _interpreter_running() -> bool:

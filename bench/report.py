@@ -8,12 +8,12 @@ from pathlib import Path
 
 # (row key, table header); the CSV keeps every key, the printed table these.
 TABLE = [("case", "case"), ("layout", "layout"), ("route", "route"), ("check", "check"), ("ms", "median ms"),
-         ("p20", "p20"), ("p80", "p80"), ("x_floor", "x floor"), ("gbs", "GB/s"), ("pct_read_bw", "% read BW"),
+         ("device_ms", "device ms"), ("p20", "p20"), ("p80", "p80"), ("x_floor", "x floor"), ("gbs", "GB/s"), ("pct_read_bw", "% read BW"),
          ("x_ref", "vs ref"), ("graph_ms", "graph ms"), ("graph_x_floor", "graph / floor"),
          ("kernels", "kernels"), ("triton_launches", "triton launches"), ("aten_ops", "aten ops"),
          ("host_us", "host us")]
 COLUMNS = [key for key, _ in TABLE]
-TIMED = {"ms", "p20", "p80", "x_floor", "gbs", "pct_read_bw", "x_ref", "graph_ms", "graph_x_floor", "kernels",
+TIMED = {"ms", "device_ms", "p20", "p80", "x_floor", "gbs", "pct_read_bw", "x_ref", "graph_ms", "graph_x_floor", "kernels",
          "triton_launches", "aten_ops", "host_us"}
 
 
@@ -21,7 +21,7 @@ def _fmt(v, col: str) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
-        if col in ("ms", "p20", "p80", "graph_ms"):
+        if col in ("ms", "device_ms", "p20", "p80", "graph_ms"):
             return f"{v:.4f}" if v < 10 else f"{v:.1f}"
         if col in ("x_ref", "x_pregather", "graph_x_floor", "x_floor"):
             return f"{v:.2f}x"
@@ -31,11 +31,27 @@ def _fmt(v, col: str) -> str:
     return str(v)
 
 
+# Measured only with a device profiler: "n/a" on CPU, where there is none (not "-", not measured).
+DEVICE_ONLY = {"device_ms"}
+
+
+def _cell(row: dict, key: str, device: str) -> str:
+    if key in TIMED and row.get("check") != "ok":
+        return "FAIL"
+    if key in DEVICE_ONLY and device == "cpu":
+        return "n/a"
+    return _fmt(row.get(key), key)
+
+
 def format_table(rows: list[dict], device: str) -> str:
-    """Every row, one line each; a row that failed the oracle shows FAIL where its times would be."""
-    keys = [k for k, _ in TABLE if k in ("case", "layout", "route", "check") or any(r.get(k) is not None for r in rows)]
+    """Every row, one line each; a row that failed the oracle shows FAIL where its times would be.
+
+    device ms: the call's kernels' own durations summed (profiler), next to the median wall time;
+    "n/a" on CPU, "-" where this row was not profiled."""
+    keys = [k for k, _ in TABLE if k in ("case", "layout", "route", "check")
+            or (k in DEVICE_ONLY and device == "cpu") or any(r.get(k) is not None for r in rows)]
     header = [dict(TABLE)[k] for k in keys]
-    body = [[("FAIL" if k in TIMED and r.get("check") != "ok" else _fmt(r.get(k), k)) for k in keys] for r in rows]
+    body = [[_cell(r, k, device) for k in keys] for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)]
     lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
              "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
@@ -47,7 +63,7 @@ def format_table(rows: list[dict], device: str) -> str:
 
 
 def write_csv(path: str, rows: list[dict]) -> None:
-    keys = COLUMNS + ["x_pregather", "floor_ms", "num_outputs", "bytes", "copies", "kernels_how",
+    keys = COLUMNS + ["x_pregather", "floor_ms", "num_outputs", "bytes", "copies", "kernels_how", "device_how",
                       "ambiguous_differences", "check_detail"]
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")

@@ -11,7 +11,7 @@ from bench.figures import failed, route_order, short_route
 
 FIGURES = (("ladder.png", "Where the Ascend ladder stops paying: time over the read floor per rung"),
            ("floor.png", "Every route against the memory floor"),
-           ("launches.png", "What launches cost per call"))
+           ("launches.png", "What launches cost per call, and wall against device time"))
 
 
 def _geomean(values: list[float]) -> float | None:
@@ -134,8 +134,15 @@ def best_table(rows: list[dict]) -> list[str]:
     return _table(header, body)
 
 
-def ladder_table(rows: list[dict]) -> list[str]:
-    """Each rung against the one below it: geometric means over the (case, layout) pairs."""
+def _device_x_floor(row: dict) -> float | None:
+    if failed(row) or not row.get("device_ms") or not row.get("floor_ms"):
+        return None
+    return row["device_ms"] / row["floor_ms"]
+
+
+def ladder_table(rows: list[dict], device: str | None = None) -> list[str]:
+    """Each rung against the one below it, in wall time and in device time: geometric means over
+    the (case, layout) pairs. ``device`` "cpu": the device-time cells read n/a (no profiler)."""
     from ascend_kvc import ASCEND_STAGES, ROUTES
 
     present = {r["route"] for r in rows}
@@ -144,42 +151,66 @@ def ladder_table(rows: list[dict]) -> list[str]:
         return []
     ms = {(r["case"], r["layout"], r["route"]): r for r in rows}
     pairs = _pairs(rows)
-    header = ["rung", "what it changes", "x floor (geomean)", "vs rung below", "vs bottom rung", "failed"]
-    body, steps = [], []
+    no_profiler = device == "cpu"
+    header = ["rung", "what it changes", "wall x floor (geomean)", "device x floor", "device / wall",
+              "vs rung below: wall", "vs rung below: device", "vs bottom rung: wall", "failed"]
+    body, steps, device_steps = [], [], []
     for i, stage in enumerate(stages):
         route = f"ascend:{stage}"
         mine = [ms[(c, lo, route)] for c, lo in pairs if (c, lo, route) in ms]
         xf = _geomean([x_floor(r) for r in mine if x_floor(r)])
+        dxf = _geomean([_device_x_floor(r) for r in mine if _device_x_floor(r)])
+        share = _geomean([r["device_ms"] / r["ms"] for r in mine if _device_x_floor(r) and x_floor(r)])
 
-        def ratio(other: str) -> float | None:
-            vals = [ms[(c, lo, other)]["ms"] / ms[(c, lo, route)]["ms"] for c, lo in pairs
+        def ratio(other: str, key: str = "ms") -> float | None:
+            vals = [ms[(c, lo, other)][key] / ms[(c, lo, route)][key] for c, lo in pairs
                     if (c, lo, other) in ms and (c, lo, route) in ms
-                    and not failed(ms[(c, lo, other)]) and not failed(ms[(c, lo, route)])]
+                    and not failed(ms[(c, lo, other)]) and not failed(ms[(c, lo, route)])
+                    and ms[(c, lo, other)].get(key) and ms[(c, lo, route)].get(key)]
             return _geomean(vals)
 
-        prev = ratio(f"ascend:{stages[i - 1]}") if i else None
+        below = f"ascend:{stages[i - 1]}" if i else None
+        prev = ratio(below) if i else None
+        prev_device = ratio(below, "device_ms") if i else None
         first = ratio(f"ascend:{stages[0]}") if i else None
         if prev is not None:
             steps.append((stage, prev))
+        if prev_device is not None:
+            device_steps.append((stage, prev_device))
         nfail = sum(failed(r) for r in mine)
         desc = ROUTES[route].description if route in ROUTES else ""
-        body.append([f"`{stage}`", desc, _x(xf), _x(prev) if i else "(bottom)", _x(first) if i else "-",
-                     f"**FAIL {nfail}/{len(mine)}**" if nfail else "0"])
+        na = "n/a" if no_profiler else None
+        body.append([f"`{stage}`", desc, _x(xf), na or _x(dxf), na or ("-" if share is None else f"{share:.2f}"),
+                     _x(prev) if i else "(bottom)", (na or _x(prev_device)) if i else "(bottom)",
+                     _x(first) if i else "-", f"**FAIL {nfail}/{len(mine)}**" if nfail else "0"])
     lines = _table(header, body)
-    if steps:
-        gains = [s for s, v in steps if v >= 1.05]
-        losses = [s for s, v in steps if v < 0.95]
-        lines.append("")
-        lines.append("\"vs rung below\" > 1 means this rung is faster than the one before it. "
-                     f"Steps that gain 5% or more: {', '.join(f'`{s}`' for s in gains) or 'none'}; "
-                     f"steps that lose 5% or more: {', '.join(f'`{s}`' for s in losses) or 'none'}.")
+    lines.append("")
+    lines.append(("*Wall*: the interpreter's wall time of a call, which says nothing about a device. "
+                  if no_profiler else
+                  "*Wall*: the median time of a call on the device's clock (`do_bench`), which includes the time "
+                  "the device waits for the host to launch the next kernel. ") +
+                 "*Device*: the call's own kernels and copies summed from the profiler (L2 flushed before the "
+                 "call), without those waits" +
+                 (": there is no device profiler on CPU, hence n/a." if no_profiler else
+                  ". A step that gains in device time moves the bytes better (a gather strategy); one that "
+                  "gains only in wall time saves launches and host work. *device / wall* near 1: the device "
+                  "is busy for the whole call; far below 1: launch gaps dominate."))
+    for label, found in (("wall", steps), ("device", device_steps)):
+        if found:
+            gains = [s for s, v in found if v >= 1.05]
+            losses = [s for s, v in found if v < 0.95]
+            lines.append("")
+            lines.append(f"\"vs rung below: {label}\" > 1 means this rung is faster than the one before it. "
+                         f"Steps that gain 5% or more in {label} time: {', '.join(f'`{s}`' for s in gains) or 'none'}; "
+                         f"steps that lose 5% or more: {', '.join(f'`{s}`' for s in losses) or 'none'}.")
     return lines
 
 
 def launch_table(rows: list[dict], device: str) -> list[str]:
     first = "Triton launches / call (interpreter)" if device == "cpu" else "device kernels / call (of which copies)"
     host = "host µs / call (interpreter wall time)" if device == "cpu" else "host µs / call (median)"
-    header = ["route", first, "aten ops / call", host, "median ms", "failed"]
+    header = ["route", first, "aten ops / call", host, "device ms / call (median)", "wall ms / call (median)",
+              "failed"]
     body = []
     for route in route_order(rows):
         mine = [r for r in rows if r["route"] == route]
@@ -199,25 +230,67 @@ def launch_table(rows: list[dict], device: str) -> list[str]:
             first_cell = num(k) + (f" ({num(c)})" if c else "")
         nfail = sum(failed(r) for r in mine)
         if not ok:
-            body.append([f"`{route}`", "FAIL", "FAIL", "FAIL", "FAIL", f"**FAIL {nfail}/{len(mine)}**"])
+            body.append([f"`{route}`", *["FAIL"] * (len(header) - 2), f"**FAIL {nfail}/{len(mine)}**"])
             continue
-        body.append([f"`{route}`", first_cell, num(med("aten_ops")), num(med("host_us"), "{:.0f}"), _ms(med("ms")),
+        body.append([f"`{route}`", first_cell, num(med("aten_ops")), num(med("host_us"), "{:.0f}"),
+                     "n/a" if device == "cpu" else _ms(med("device_ms")), _ms(med("ms")),
                      f"**FAIL {nfail}/{len(mine)}**" if nfail else "0"])
     lines = _table(header, body)
     hows = sorted({r["kernels_how"] for r in rows if r.get("kernels_how")})
     counted = sum(r.get("kernels") is not None for r in rows)
+    timed = sum(r.get("device_ms") is not None for r in rows)
     lines.append("")
     if device == "cpu":
         lines.append("On CPU there is no device: the first column counts the Triton kernels the interpreter runs, "
                      "the aten column the PyTorch operators a call dispatches (the interpreter's own copies left "
-                     "out), and host time is the interpreter's wall time of a call, not a launch cost.")
+                     "out), and host time is the interpreter's wall time of a call, not a launch cost. Device "
+                     "time needs a device profiler: n/a.")
     else:
         lines.append("Device kernels: " + ("; ".join(hows) or "not measured") +
                      f", counted on {counted} of {len(rows)} runs. aten ops: PyTorch operators a "
                      "call dispatches (a dispatch counter). Host µs: median over many calls queued without a "
-                     "device sync, `validate=False`, `out` given; a route that syncs inside pays for the wait here.")
+                     "device sync, `validate=False`, `out` given; a route that syncs inside pays for the wait here. "
+                     f"Device ms: the call's kernels' own durations summed (profiler), timed on {timed} of "
+                     f"{len(rows)} runs; wall ms: `do_bench`'s median, which adds the waits for launches.")
     lines.append("Medians over every (case, layout) that passed.")
     return lines
+
+
+def occupancy_lines(rows: list[dict], info: dict) -> list[str]:
+    """The occupancy model (``bench.occupancy``) for the cases and Ascend rungs of this run, at
+    ``bench.occupancy.CORE_COUNTS`` vector cores and at the grid this run had; [] without a rung."""
+    from ascend_kvc import ASCEND_STAGES
+    from ascend_kvc.routes import ASCEND_DEFAULT_STAGE
+    from bench.figures import parse_case
+    from bench.occupancy import CORE_COUNTS, format_table, occupancy_rows
+
+    present = {r["route"] for r in rows}
+    if "ascend" in present:  # the default rung under its short name
+        present.add(f"ascend:{ASCEND_DEFAULT_STAGE}")
+    stages = [s for s in ASCEND_STAGES if f"ascend:{s}" in present]
+    cases = []
+    for name in dict.fromkeys(r["case"] for r in rows):
+        try:
+            cases.append(parse_case(name))
+        except ValueError:
+            continue
+    if not stages or not cases:
+        return []
+    cores = set(CORE_COUNTS)
+    ran = info.get("ascend_programs")
+    if isinstance(ran, int) and ran >= 1:
+        cores.add(ran)
+    lines = ["**A model, not a measurement**: the bytes of compressor state each program of a rung's "
+             "persistent grid reads, dealt out as the kernels deal out their work items (`python -m "
+             "bench.occupancy`; `ascend_kvc.work_split` for the split of `triton-quant` and `fused`). "
+             "*busy*: the share of cores x the busiest program's bytes that holds work (1.00 = no core waits "
+             "for the busiest); *max/mean*: the busiest program's bytes over the mean of the programs "
+             "launched. It assumes time proportional to bytes and leaves out merges, quantise and scatter "
+             "kernels, index reads and framework ops; the measured times are in the tables above."]
+    if isinstance(ran, int) and ran >= 1:
+        lines.append(f"This run's Ascend grids had at most {ran} programs "
+                     f"(`ascend_kvc.device.ascend_programs` on {info.get('device', '?')}).")
+    return lines + [""] + format_table(occupancy_rows(cases, tuple(sorted(cores)), stages)).splitlines()
 
 
 def render(rows: list[dict], info: dict, full_table: str, command: str | None = None,
@@ -233,12 +306,15 @@ def render(rows: list[dict], info: dict, full_table: str, command: str | None = 
             "x floor: median time over the memory floor (1.00x = at the floor). % of floor: the floor over the "
             "time, i.e. the share of the measured read bandwidth reached.", ""]
     out += best_table(rows) + [""]
-    ladder = ladder_table(rows)
+    ladder = ladder_table(rows, device)
     if ladder:
         out += ["## The Ascend ladder, step by step", "",
                 "Bottom rung first. Geometric means over every (case, layout) where both rungs passed.", ""]
         out += ladder + [""]
     out += ["## What launches cost", ""] + launch_table(rows, device) + [""]
+    occupancy = occupancy_lines(rows, info)
+    if occupancy:
+        out += ["## How the Ascend grids share the vector cores (a model)", ""] + occupancy + [""]
     if figures:
         out += ["## Figures", ""]
         out += [f"![{title}]({fname})" for fname, title in FIGURES if fname in figures]

@@ -52,6 +52,8 @@ def synthetic_rows(failed_route: str | None = None, device: str = "cuda"):
                     ms = floor_ms * (1.15 if route == "gpgpu" else 1.05 + 30 * rnd.random() / (1 + 0.2 * k))
                     row.update(ms=ms, x_floor=ms / floor_ms, kernels=float(2 + k), aten_ops=float(10 + 3 * k),
                                triton_launches=float(k % 3), host_us=50.0 * 10 ** (k / 2) * (1 + rnd.random()))
+                    if device != "cpu":
+                        row["device_ms"] = ms * (0.2 + 0.8 * rnd.random())
                     if route == "gpgpu":
                         row["graph_ms"] = floor_ms * 1.2
                 rows.append(row)
@@ -112,6 +114,18 @@ def test_figures_from_an_official_sized_run(build, device, stages, tmp_path):
     path = tmp_path / "f.png"
     figures._save(fig, str(path))
     assert png_size(path)[0] <= MAX_PX[0] and png_size(path)[1] <= MAX_PX[1]
+
+
+def test_launch_figure_sets_wall_beside_device_time_where_a_profiler_timed_it():
+    rows, info = synthetic_rows(device="cuda")
+    fig = figures.build_launch(rows, info)
+    assert len(fig.axes) == 4 and "wall and\ndevice" in fig.axes[3].get_title()
+    routes = figures.route_order(rows)
+    assert len(fig.axes[3].patches) == 2 * len(routes)  # a wall bar and a device bar per route
+    for r in rows:  # a run saved before device time existed, and CPU (no profiler): no such panel
+        r.pop("device_ms", None)
+    assert len(figures.build_launch(rows, info).axes) == 3
+    assert len(figures.build_launch(*synthetic_rows(device="cpu")).axes) == 3
 
 
 def test_ladder_takes_its_order_from_the_stages_tuple():
@@ -198,6 +212,22 @@ def test_report_from_a_small_run_names_the_best_rung_and_marks_a_failure(tmp_pat
     assert "FAIL 1/1" in ladder_row
     launch_row = next(line for line in head.splitlines() if line.startswith(f"| `ascend:{ASCEND_STAGES[2]}`"))
     assert launch_row.count("FAIL") >= 4
+    # device time sits next to wall time: a number from the profiler on a device, n/a on CPU
+    header = [c.strip() for c in next(line for line in text.splitlines()
+                                      if line.startswith("| case ") and "median ms" in line).strip("|").split("|")]
+    assert header[header.index("median ms") + 1] == "device ms"
+    ok_row = next(line for line in text.splitlines() if f"| {rows[1]['route']} " in line and "| ok " in line)
+    device_cell = [c.strip() for c in ok_row.strip("|").split("|")][header.index("device ms")]
+    if DEVICE == "cpu":
+        assert device_cell == "n/a" and all(r["device_ms"] is None for r in rows)
+        ladder_ok = next(line for line in head.splitlines() if line.startswith(f"| `{ASCEND_STAGES[-1]}`"))
+        assert ladder_ok.count("n/a") == 3  # device x floor, device / wall, vs rung below: device
+    else:
+        assert all(r["device_ms"] > 0 for r in rows if r["check"] == "ok")
+        assert float(device_cell) > 0
+    # the occupancy model is in the report, in words that say it is one
+    assert "## How the Ascend grids share the vector cores (a model)" in text
+    assert "A model, not a measurement" in text
 
 
 def test_cpu_launch_counts_are_labelled_and_count_triton_launches():
@@ -223,6 +253,31 @@ def test_cpu_launch_counts_are_labelled_and_count_triton_launches():
     rows = [{"case": "R1-T256-C128", "layout": "shuffled", "route": "gpgpu", "check": "ok", "ms": 1.0, **gpgpu}]
     text = "\n".join(summary.launch_table(rows, "cpu"))
     assert "Triton launches / call (interpreter)" in text and "interpreter's wall time" in text
+
+
+def test_ladder_table_tells_gather_work_from_launch_overhead():
+    """Two rungs whose kernels take the same device time, one with 2x the wall time (launch waits):
+    the wall step shows the gain, the device step shows none."""
+    from bench.summary import ladder_table
+
+    low, high = ASCEND_STAGES[1], ASCEND_STAGES[2]
+
+    def row(stage, ms, device_ms):
+        return dict(case="R1-T8192-C128", layout="shuffled", route=f"ascend:{stage}", check="ok", ms=ms,
+                    device_ms=device_ms, floor_ms=0.01)
+
+    lines = ladder_table([row(low, 0.2, 0.05), row(high, 0.1, 0.05)], "cuda")
+    top = next(line for line in lines if line.startswith(f"| `{high}`"))
+    cells = [c.strip() for c in top.strip("|").split("|")]
+    assert cells[2:7] == ["10.00x", "5.00x", "0.50", "2.00x", "1.00x"]
+    wall_steps = next(line for line in lines if "or more in wall time" in line)
+    device_steps = next(line for line in lines if "or more in device time" in line)
+    assert f"`{high}`" in wall_steps.split("steps that lose")[0]
+    assert f"`{high}`" not in device_steps
+    # on CPU there is no profiler: n/a, never a number or a dash
+    cpu = next(line for line in ladder_table([row(low, 0.2, None), row(high, 0.1, None)], "cpu")
+               if line.startswith(f"| `{high}`"))
+    assert [c.strip() for c in cpu.strip("|").split("|")][3:7] == ["n/a", "n/a", "2.00x", "n/a"]
 
 
 def test_best_table_tells_a_rung_not_run_from_one_that_failed():
