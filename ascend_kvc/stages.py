@@ -221,6 +221,14 @@ def launch_plan(args, out, route_name: str):
 
 def run(args, route_name: str, plan, out) -> None:
     """Route entry point for ``ascend:<stage>``."""
+    if args.device.type == "cuda" and torch.cuda.current_device() != args.device.index:
+        # kernel[grid] launches on Triton's current device: make it the tensors' one.
+        with torch.cuda.device(args.device):
+            return _run(args, route_name, out)
+    return _run(args, route_name, out)
+
+
+def _run(args, route_name: str, out) -> None:
     from . import finalize, reference
 
     stage = stage_of(route_name)
