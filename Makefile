@@ -1,6 +1,6 @@
 # The two commands a newcomer runs: `make test` and `make bench`.
 # Both build .venv from scratch when it is missing (torch, community triton for the CPU
-# interpreter, numpy, pytest, hypothesis, matplotlib, this package editable: the [cpu,test,bench]
+# interpreter, numpy, pytest, pytest-xdist, hypothesis, matplotlib, this package editable: the [cpu,test,bench]
 # extras) and .ascend-triton/ for the Ascend lowering audit (triton-ascend's front end and the
 # bishengir-compile it calls, from PyPI's ascendnpu-ir; x86-64 Linux, CPython 3.11). The audit
 # writes under build/ascend-audit/. `make test` also fills .ascend-numpy/ (numpy < 2 for
@@ -44,7 +44,7 @@ $(ASCEND_NUMPY_STAMP): | $(STAMP)
 # ASCEND_KVC_REQUIRE_TRITON_ASCEND: a missing side folder fails the triton-ascend interpreter
 # test instead of skipping it.
 test: $(STAMP) $(ASCEND_STAMP) $(ASCEND_NUMPY_STAMP)
-	ASCEND_KVC_REQUIRE_TRITON_ASCEND=1 $(PY) -m pytest -q
+	ASCEND_KVC_REQUIRE_TRITON_ASCEND=1 $(PY) -m pytest -q -n auto
 
 # Report folder bench/results/<device>-<date>/ (report.md, CSV, JSON, figures); BENCH_ARGS adds flags.
 bench: $(STAMP)

@@ -7,7 +7,7 @@ power-of-two scales, RoPE) stores the 584 bytes straight into the cache. No inte
 no allocation and no host sync per call. Outputs that are skipped or invalid (a bad index, a
 block id outside ``state_cache``) write nothing.
 
-It trades the conservative ``byte-scatter`` rung's real bf16 tensor boundary and pure-uint8
+It trades the conservative default rung's (``triton-quant``) real bf16 tensor boundary and pure-uint8
 scatter for one launch: quantisation and the byte stores happen in the kernel, with bf16
 rounding and scales done by integer bit operations.
 """

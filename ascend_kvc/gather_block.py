@@ -10,7 +10,9 @@ rotation (``FUSE_ROPE``), leaving bf16 rounding and quantisation to the framewor
 with the ``fused`` rung.
 
 Stages: ``block-gather`` (BLOCK_D 64, all masked), ``block-gather-nomask`` (64),
-``block-d128``, ``block-d256``, ``block-d512``, ``byte-scatter`` (512 with ``FUSE_ROPE``).
+``block-d128``, ``block-d256``, ``block-d512``, ``byte-scatter`` (512 with ``FUSE_ROPE``),
+``triton-quant`` (512 with ``FUSE_ROPE`` and ``BF16_OUT``: the rounded bf16 bits, a real bf16
+tensor's bytes, instead of fp32).
 """
 
 from __future__ import annotations

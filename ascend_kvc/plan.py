@@ -16,6 +16,7 @@ Launches a call (no host sync, no framework op, no data-dependent allocation):
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 import torch
@@ -31,7 +32,7 @@ _ALIGN = 64  # bytes between scratch buffers: every buffer keeps Triton's 16-byt
 
 @dataclass(frozen=True)
 class _In:
-    """A launch argument that is the call's ``index``-th tensor (``_CALL_ORDER``)."""
+    """A launch argument that is the call's ``index``-th tensor, in the operator's argument order."""
 
     index: int
 
@@ -46,8 +47,7 @@ class _Scratch:
 
 _OUT = object()  # the launch argument that is the cache written
 # The call's tensors, in the operator's argument order.
-STATE, TOKEN_TO_REQ, POSITIONS, BOUNDARY, BLOCK_TABLE, WEIGHT, COS_SIN, SLOT_MAPPING, KV_CACHE = (
-    _In(k) for k in range(9))
+STATE, TOKEN_TO_REQ, POSITIONS, BOUNDARY, BLOCK_TABLE, WEIGHT, COS_SIN, SLOT_MAPPING = (_In(k) for k in range(8))
 _INDEX_ARGS = (BOUNDARY, TOKEN_TO_REQ, POSITIONS, SLOT_MAPPING)  # the kernels' index pointer order
 
 
@@ -101,7 +101,7 @@ class AscendPlan:
         self._scratch_names: list[str] = []
         for spec in specs:
             arguments = lists[spec.kernel]
-            kernel = getattr(__import__(spec.module, fromlist=[spec.kernel]), spec.kernel)
+            kernel = getattr(importlib.import_module(spec.module), spec.kernel)
             items = self.split.work_items if spec.kernel == "_window_piece_kernel" else n
             grid = (max(1, min(items, self.split.cores)),)
             self.launches.append((KernelLauncher(kernel, grid, spec.constexprs, {}), arguments))

@@ -140,7 +140,7 @@ def _message(check) -> str | None:
     return None
 
 
-@settings(max_examples=40, **FUZZ)
+@settings(max_examples=28, **FUZZ)
 @given(bad_value_cases(), st.booleans())
 def test_fuzz_bad_index_values(case, validate):
     w, perturbations, route = case

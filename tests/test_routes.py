@@ -35,9 +35,15 @@ def test_route_matches_oracle(route, C):
     assert report.num_outputs_written >= 1
 
 
-@pytest.mark.parametrize("route", ["ascend:block-gather", "ascend:block-gather-nomask", "ascend:byte-scatter",
-                                   "ascend:fused", *FALLBACK])
-@pytest.mark.parametrize("block_size", [1, 3, 16, 64])
+# One-row blocks under the interpreter are slow on the BLOCK_D=64 rungs (128 steps times 8 tiles);
+# the 512-wide rungs walk the same one-row blocks with the same window loop.
+_SLOW_ONE_ROW = ("ascend:block-gather", "ascend:block-gather-nomask")
+
+
+@pytest.mark.parametrize("route,block_size", [
+    (route, bs) for route in ["ascend:block-gather", "ascend:block-gather-nomask", "ascend:byte-scatter", "ascend",
+                              "ascend:fused", *FALLBACK]
+    for bs in (1, 3, 16, 64) if not (bs == 1 and route in _SLOW_ONE_ROW)])
 def test_route_block_sizes(route, block_size):
     run_and_check(_small(128, block_size, seed=block_size, num_reqs=1, outputs_per_req=3), route)
 
@@ -68,8 +74,8 @@ def _windows_at(block_size, positions, C=128, seed=0):
     return w
 
 
-@pytest.mark.parametrize("route", BLOCK_CENTRIC)
-@pytest.mark.parametrize("block_size", sorted(_WINDOWS))
+@pytest.mark.parametrize("route,block_size", [(route, bs) for route in BLOCK_CENTRIC for bs in sorted(_WINDOWS)
+                                              if not (bs == 1 and route in _SLOW_ONE_ROW)])
 def test_block_centric_windows_at_block_edges(route, block_size):
     report = run_and_check(_windows_at(block_size, _WINDOWS[block_size], seed=block_size), route)
     assert report.num_outputs_written == len(_WINDOWS[block_size])

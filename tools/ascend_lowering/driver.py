@@ -14,6 +14,7 @@ everything; a repeat run with unchanged kernels reads the results back.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -211,7 +212,12 @@ def run_audit(jobs: int | None = None) -> dict:
     entries = mx.build_matrix()
     specs = mx.unique_specs(entries)
     jobs = jobs or default_jobs()
-    results = compile_specs(specs, jobs)
+    # One audit at a time per build folder (two test workers may ask at once): the second waits,
+    # then reads the first one's results back.
+    build_dir().mkdir(parents=True, exist_ok=True)
+    with open(build_dir() / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = compile_specs(specs, jobs)
     for s in specs:
         results[s.key]["spec"] = s.as_dict()
     rows = [{"stage": e.stage, "C": e.C, "block_size": e.block_size, "state_dtype": e.state_dtype,
