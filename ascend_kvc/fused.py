@@ -20,7 +20,7 @@ import triton.language as tl
 from .device import persistent_programs
 from .gather_block import pool_window
 from .layout import SLOTS_PER_PAGE
-from .slot_bytes import rope_row, store_slot_bytes
+from .slot_bytes import store_pooled_slot_bytes
 from .triton_helpers import resolve_output
 
 
@@ -55,10 +55,8 @@ def _fused_compress_kernel(
                                            pos, block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
                                            ROW_TILE, True, ROWS_PADDED)
         if n_bad == 0:
-            c8 = tl.reshape(acc / l, [8, 64])
-            store_slot_bytes(c8, rope_row(c8), weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,
-                             kv_cache_ptr, slot, kv_s0, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES,
-                             SLOTS_PER_PAGE, True)
+            store_pooled_slot_bytes(acc / l, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot,
+                                    kv_s0, C, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)
 
 
 def launch(args, out, spec) -> None:

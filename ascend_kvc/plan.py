@@ -63,7 +63,8 @@ class AscendPlan:
         self.device = dev
         self.cuda_index = dev.index if dev.type == "cuda" else None
         self.nothing_to_do = n == 0 or args.nothing_to_read or args.cos_sin_cache.shape[0] == 0
-        self.launches: list[tuple[KernelLauncher, tuple]] = []
+        # (launcher, its arguments, the (position, source) pairs the integer-address path fills)
+        self.launches: list[tuple[KernelLauncher, tuple, tuple]] = []
         self.scratch_bytes = 0
         self._offsets: dict[str, int] = {}  # scratch buffer -> byte offset
         self._sizes: dict[str, int] = {}  # scratch buffer -> bytes, a multiple of _ALIGN
@@ -104,7 +105,7 @@ class AscendPlan:
             kernel = getattr(importlib.import_module(spec.module), spec.kernel)
             items = self.split.work_items if spec.kernel == "_window_piece_kernel" else n
             grid = (max(1, min(items, self.split.cores)),)
-            self.launches.append((KernelLauncher(kernel, grid, spec.constexprs, {}), arguments))
+            self.launches.append((KernelLauncher(kernel, grid, spec.constexprs, {}), arguments, ()))
             for a in arguments:
                 if isinstance(a, _Scratch) and a.name not in self._offsets:
                     self._offsets[a.name] = self.scratch_bytes
@@ -112,16 +113,14 @@ class AscendPlan:
                     self.scratch_bytes += self._sizes[a.name]
                     self._scratch_names.append(a.name)
             self.kernels.append(spec.kernel)
-        # For the integer-address path: each launch's arguments as a template of its scalars and
-        # (position, source) pairs, the sources indexing [the 9 input addresses, out, scratch buffers].
+        # For the integer-address path: the sources index [the 9 input addresses, out, scratch buffers].
         sources = {**{k: k for k in range(9)}, "out": 9,
                    **{name: 10 + j for j, name in enumerate(self._scratch_names)}}
-        self._templates = []
-        for launcher, arguments in self.launches:
-            fills = tuple((pos, sources[a.index] if isinstance(a, _In) else sources["out"] if a is _OUT
-                           else sources[a.name]) for pos, a in enumerate(arguments)
-                          if isinstance(a, _In) or a is _OUT or isinstance(a, _Scratch))
-            self._templates.append((launcher, list(arguments), fills))
+        self.launches = [
+            (launcher, arguments, tuple(
+                (pos, sources[a.index] if isinstance(a, _In) else sources["out"] if a is _OUT else sources[a.name])
+                for pos, a in enumerate(arguments) if isinstance(a, _In) or a is _OUT or isinstance(a, _Scratch)))
+            for launcher, arguments, _ in self.launches]
         self._scratch_offsets = tuple(self._offsets[name] for name in self._scratch_names)
         self._compiled = False
 
@@ -144,15 +143,15 @@ class AscendPlan:
         if pointers is not None and self._takes_addresses():
             base = scratch.data_ptr() if scratch is not None else 0
             values = [*pointers[:9], out.data_ptr(), *(base + off for off in self._scratch_offsets)]
-            for launcher, template, fills in self._templates:
-                arguments = template[:]
+            for launcher, arguments, fills in self.launches:
+                filled = list(arguments)
                 for pos, source in fills:
-                    arguments[pos] = values[source]
-                launcher.launch_compiled(stream, *arguments)
+                    filled[pos] = values[source]
+                launcher.launch_compiled(stream, *filled)
             return out
         tensors = (state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
                    cos_sin_cache, kv_slot_mapping, kv_cache)
-        for launcher, arguments in self.launches:
+        for launcher, arguments, _ in self.launches:
             launcher(stream, *(
                 tensors[a.index] if isinstance(a, _In) else out if a is _OUT
                 else self._view(scratch, a) if isinstance(a, _Scratch) else a for a in arguments))
@@ -161,7 +160,7 @@ class AscendPlan:
     def _takes_addresses(self) -> bool:
         """Every kernel compiled and no launch hook set (the hooks are global: ask the first)."""
         if not self._compiled:
-            self._compiled = all(launcher.direct for launcher, _ in self.launches)
+            self._compiled = all(launcher.direct for launcher, _, _ in self.launches)
         return self._compiled and self.launches[0][0].takes_addresses()
 
     def _view(self, scratch: torch.Tensor, buffer: _Scratch) -> torch.Tensor:

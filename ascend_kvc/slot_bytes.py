@@ -116,3 +116,19 @@ def store_slot_bytes(
     bits = tl.where(b < 2, u_bits[:, None], w_bits[:, None])  # [32, 4]
     rope_bytes = (bits >> (16 + 8 * (b % 2))) & 0xFF
     tl.store(payload + NOPE_DIM + 4 * k[:, None] + b, rope_bytes.to(tl.uint8))
+
+
+@triton.jit
+def store_pooled_slot_bytes(
+    c,  # [512] fp32: the pooled c of one output
+    pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0,
+    C: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
+    SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
+):
+    """``store_slot_bytes`` for a ``[512]`` pooled ``c`` at position ``pos``, as the Ascend kernels
+    hold it: reshaped to ``[8, 64]``, the RoPE dims picked by a reduction, the RoPE pairs by one-hot
+    maxima, the cos/sin row of ``(pos // C) * C``."""
+    c8 = tl.reshape(c, [8, 64])
+    store_slot_bytes(c8, rope_row(c8), weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,
+                     kv_cache_ptr, slot, kv_s0, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES,
+                     SLOTS_PER_PAGE, True)

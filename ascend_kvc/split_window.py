@@ -6,7 +6,7 @@ window row ``k * C // pieces``). ``_window_piece_kernel`` pools one piece per wo
 block-centric window loop of ``gather_block.pool_window`` (one block-table lookup per physical
 block, ``[ROW_TILE, 512]`` row tiles) and leaves the piece's softmax state in scratch. A second
 launch merges each output's pieces and ends the way the unsplit rung does:
-``_merge_to_slot_kernel`` with ``slot_bytes.store_slot_bytes`` (``fused``), or
+``_merge_to_slot_kernel`` with ``slot_bytes.store_pooled_slot_bytes`` (``fused``), or
 ``_merge_to_bf16_kernel`` with the real bf16 tensor the default's quantise kernel reads.
 
 No cross-core atomics and no ordering between programs of one launch: the merge runs only after
@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from .gather_block import normalise_rotate, pool_window
-from .slot_bytes import rope_row, store_slot_bytes
+from .slot_bytes import store_pooled_slot_bytes
 from .triton_helpers import bf16_rne_bits, resolve_output
 
 STATE_FLOATS = 3 * 512  # a piece's state: running max, sum and weighted sum per dimension
@@ -96,6 +96,24 @@ def merge_pieces(part_ptr, i, pieces, num_items, dims, MERGE_ROWS: tl.constexpr)
 
 
 @triton.jit
+def merge_output(
+    part_ptr, i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+    num_outputs, pieces, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
+    C: tl.constexpr, MERGE_ROWS: tl.constexpr,
+):
+    """Output ``i`` resolved and its pieces merged: ``(ok, pos, slot, c [512], bad)``. A skipped
+    output's pieces hold no rows: nothing is merged (``c`` zero, ``bad`` 1)."""
+    ok, req, pos, slot = resolve_output(
+        i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+        num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+    c = tl.zeros([512], tl.float32)
+    bad = 1.0
+    if ok:
+        c, bad = merge_pieces(part_ptr, i, pieces, num_outputs * pieces, tl.arange(0, 512), MERGE_ROWS)
+    return ok, pos, slot, c, bad
+
+
+@triton.jit
 def _merge_to_slot_kernel(
     part_ptr,  # in, the piece states of ``_window_piece_kernel``
     boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
@@ -109,18 +127,13 @@ def _merge_to_slot_kernel(
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
-    dims = tl.arange(0, 512)
     for i in range(pid, num_outputs, num_programs):
-        ok, req, pos, slot = resolve_output(
-            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-        if ok:  # a skipped output's pieces hold no rows: nothing to merge
-            c, bad = merge_pieces(part_ptr, i, pieces, num_outputs * pieces, dims, MERGE_ROWS)
-            if bad == 0:
-                c8 = tl.reshape(c, [8, 64])
-                store_slot_bytes(c8, rope_row(c8), weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,
-                                 kv_cache_ptr, slot, kv_s0, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES,
-                                 SLOTS_PER_PAGE, True)
+        ok, pos, slot, c, bad = merge_output(
+            part_ptr, i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_outputs, pieces,
+            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C, MERGE_ROWS)
+        if ok & (bad == 0):
+            store_pooled_slot_bytes(c, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0,
+                                    C, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)
 
 
 @triton.jit
@@ -139,13 +152,10 @@ def _merge_to_bf16_kernel(
     num_programs = tl.num_programs(0)
     dims = tl.arange(0, 512)
     for i in range(pid, num_outputs, num_programs):
-        ok, req, pos, slot = resolve_output(
-            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-        dest = tl.cast(-1, tl.int64)
-        if ok:  # a skipped output's pieces hold no rows: nothing to merge, its row is never read
-            c, bad = merge_pieces(part_ptr, i, pieces, num_outputs * pieces, dims, MERGE_ROWS)
+        ok, pos, slot, c, bad = merge_output(
+            part_ptr, i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_outputs, pieces,
+            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C, MERGE_ROWS)
+        if ok:  # a skipped output's row is never read
             y = normalise_rotate(c, dims, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok)
             tl.store(y_bf16_ptr + tl.cast(i, tl.int64) * 512 + dims, (bf16_rne_bits(y) >> 16).to(tl.int16))
-            dest = tl.where(bad == 0, slot, -1)
-        tl.store(slot_out_ptr + i, dest)
+        tl.store(slot_out_ptr + i, tl.where(ok & (bad == 0), slot, -1))

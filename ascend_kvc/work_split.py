@@ -99,8 +99,9 @@ def plan_split(num_outputs: int, compress_ratio: int, cores: int) -> WorkSplit:
     # Otherwise start from enough pieces that every core gets one, where the rows allow.
     pieces = min(max_pieces, -(-cores // num_outputs))
     candidate = _split(num_outputs, compress_ratio, cores, pieces)
-    if occupancy(candidate).busy > best_busy:
-        best, best_busy = candidate, occupancy(candidate).busy
+    busy = occupancy(candidate).busy
+    if busy > best_busy:
+        best, best_busy = candidate, busy
     while best_busy < BUSY_TARGET and pieces < max_pieces:
         pieces += 1
         if num_outputs * (pieces - 1) >= cores * 64:
