@@ -87,7 +87,7 @@ def occupancy_rows(cases=None, cores: tuple[int, ...] = CORE_COUNTS, stages=None
     """The model for every (case, cores, rung): ``cases`` as (num_reqs, total_tokens, C)
     (default: the official ones), ``stages`` in ladder order (default: every rung)."""
     from ascend_kvc.routes import ASCEND_PLANNED_STAGES, ASCEND_STAGES
-    from ascend_kvc.work_split import occupancy, plan_split
+    from ascend_kvc.stages.work_split import occupancy, plan_split
     from ascend_kvc.workloads import OFFICIAL_CASES
 
     rows = []

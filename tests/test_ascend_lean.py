@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from ascend_kvc import ASCEND_STAGES, c128_256_512_compress
+from ascend_kvc import ASCEND_STAGES, c128_256_512_compress, reference
 from ascend_kvc.api import clear_launch_plans
-from ascend_kvc import finalize, reference
+from ascend_kvc.stages import finalize
 
 from cases import general_case
 from launches import OpCounter, record_triton_launches

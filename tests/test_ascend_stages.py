@@ -10,7 +10,7 @@ from ascend_kvc import ASCEND_STAGES, c128_256_512_compress
 from ascend_kvc.api import clear_launch_plans
 from ascend_kvc.routes import ASCEND_PLANNED_STAGES
 from ascend_kvc.stages import KernelSpec, kernel_specializations
-from ascend_kvc.work_split import plan_split
+from ascend_kvc.stages.work_split import plan_split
 
 from cases import general_case
 from launches import record_triton_launches

@@ -6,7 +6,7 @@ CPU only and fast: a model of bytes per program, nothing runs on a device.
 import pytest
 
 from ascend_kvc.routes import ASCEND_PLANNED_STAGES, ASCEND_STAGES
-from ascend_kvc.work_split import occupancy, plan_split
+from ascend_kvc.stages.work_split import occupancy, plan_split
 from ascend_kvc.workloads import OFFICIAL_CASES
 from bench import occupancy as model
 

@@ -12,7 +12,7 @@ import torch
 from ascend_kvc import api, c128_256_512_compress
 from ascend_kvc.device import ascend_programs, persistent_programs
 from ascend_kvc.oracle import check_cache
-from ascend_kvc.work_split import plan_split
+from ascend_kvc.stages.work_split import plan_split
 from ascend_kvc.workloads import make_workload
 
 from cases import general_case, run_and_check

@@ -8,7 +8,7 @@ CPU only and fast: the planner is plain Python, and these tests check the model 
 import pytest
 
 from ascend_kvc.routes import ASCEND_PLANNED_STAGES
-from ascend_kvc.work_split import MIN_PIECE_ROWS, occupancy, plan_split
+from ascend_kvc.stages.work_split import MIN_PIECE_ROWS, occupancy, plan_split
 from ascend_kvc.workloads import OFFICIAL_CASES
 
 TARGET_CORES = (40, 48)  # the vector-core counts the planner is tuned for

@@ -32,8 +32,8 @@ from hypothesis import given, settings
 from ascend_kvc import ASCEND_STAGES, api, c128_256_512_compress, routes
 from ascend_kvc.oracle import check_cache
 from ascend_kvc.stages import kernel_specializations
+from ascend_kvc.stages.work_split import plan_split
 from ascend_kvc.validation import check_metadata
-from ascend_kvc.work_split import plan_split
 
 from cases import run_and_check
 from test_exhaustive import EDGE_GEOMETRIES, _edge_case

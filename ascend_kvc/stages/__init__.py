@@ -23,14 +23,14 @@ from dataclasses import dataclass
 
 import torch
 
-from .routes import ASCEND_PLANNED_STAGES, ASCEND_STAGES
+from ..routes import ASCEND_PLANNED_STAGES, ASCEND_STAGES
 
 
 @dataclass(frozen=True)
 class KernelSpec:
     """One Triton kernel specialisation a stage launches."""
 
-    module: str  # "ascend_kvc.<module>" that defines the kernel
+    module: str  # "ascend_kvc.stages.<module>" that defines the kernel
     kernel: str  # the @triton.jit function's name in that module
     constexprs: dict  # every tl.constexpr argument, as the launcher passes it
     pointer_dtypes: dict[str, str]  # pointer argument -> Triton type ("*fp32") for the official dtypes
@@ -92,28 +92,28 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
     state = _state_pointer(state_dtype)
     if kind == "random":
         return KernelSpec(
-            "ascend_kvc.gather_random", "_random_gather_softmax_kernel",
+            "ascend_kvc.stages.random_gather", "_random_gather_softmax_kernel",
             dict(C=C, BLOCK_T=WINDOW_ROWS_PER_STEP, BLOCK_D=block_d),
             {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS},
         )
     if kind == "pregather":
         return KernelSpec(
-            "ascend_kvc.gather_pregather", "_linear_scan_softmax_kernel",
+            "ascend_kvc.stages.pregather", "_linear_scan_softmax_kernel",
             dict(C=C, BLOCK_T=WINDOW_ROWS_PER_STEP, BLOCK_D=block_d),
             {"rows_ptr": state, "pooled_ptr": "*fp32"},
         )
     tile = row_tile(block_d, block_size)
     if kind == "fused":
-        from .slot_bytes import SLOT_LAYOUT_CONSTEXPRS
+        from ..slot_bytes import SLOT_LAYOUT_CONSTEXPRS
 
         return KernelSpec(
-            "ascend_kvc.fused", "_fused_compress_kernel",
+            "ascend_kvc.stages.fused", "_fused_compress_kernel",
             dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, **SLOT_LAYOUT_CONSTEXPRS),
             {"state_ptr": state, **_INDEX_POINTERS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32",
              "kv_cache_ptr": "*u8"},
         )
     return KernelSpec(
-        "ascend_kvc.gather_block", "_block_gather_softmax_kernel",
+        "ascend_kvc.stages.block_gather", "_block_gather_softmax_kernel",
         dict(C=C, BLOCK_D=block_d, ROW_TILE=tile, UNMASKED_MIDDLE=unmasked_middle,
              ROWS_PADDED=block_size % tile != 0, FUSE_RMSNORM=normalised,
              FUSE_ROPE=_LADDER[stage][4] in ("triton", "quantize"), BF16_OUT=_LADDER[stage][4] == "quantize"),
@@ -127,11 +127,11 @@ _MERGE_INDEX_POINTERS = {k: v for k, v in _INDEX_POINTERS.items() if k != "block
 
 def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype) -> list[KernelSpec]:
     """The piece gather and the merge of a split window (``split_window``)."""
-    from .slot_bytes import SLOT_LAYOUT_CONSTEXPRS
+    from ..slot_bytes import SLOT_LAYOUT_CONSTEXPRS
 
     tile = row_tile(512, block_size)
     piece = KernelSpec(
-        "ascend_kvc.split_window", "_window_piece_kernel",
+        "ascend_kvc.stages.split_window", "_window_piece_kernel",
         dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0),
         {"state_ptr": _state_pointer(state_dtype), **_INDEX_POINTERS, "part_ptr": "*fp32"},
     )
@@ -139,28 +139,30 @@ def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
     from .split_window import MERGE_ROWS
 
     if _LADDER[stage][4] == "fused":
-        merge = KernelSpec("ascend_kvc.split_window", "_merge_to_slot_kernel",
-                           dict(C=C, MERGE_ROWS=MERGE_ROWS, **SLOT_LAYOUT_CONSTEXPRS), {**common, "kv_cache_ptr": "*u8"})
+        merge = KernelSpec("ascend_kvc.stages.split_window", "_merge_to_slot_kernel",
+                           dict(C=C, MERGE_ROWS=MERGE_ROWS, **SLOT_LAYOUT_CONSTEXPRS),
+                           {**common, "kv_cache_ptr": "*u8"})
     else:
-        merge = KernelSpec("ascend_kvc.split_window", "_merge_to_bf16_kernel", dict(C=C, MERGE_ROWS=MERGE_ROWS),
+        merge = KernelSpec("ascend_kvc.stages.split_window", "_merge_to_bf16_kernel",
+                           dict(C=C, MERGE_ROWS=MERGE_ROWS),
                            {**common, "y_bf16_ptr": "*i16", "slot_out_ptr": "*i64"})
     return [piece, merge]
 
 
 def _quantize_spec() -> KernelSpec:
-    from .layout import NOPE_DIM
+    from ..layout import NOPE_DIM
 
     return KernelSpec(
-        "ascend_kvc.quantize", "_quantize_bf16_kernel", dict(NOPE_DIM=NOPE_DIM),
+        "ascend_kvc.stages.quantize", "_quantize_bf16_kernel", dict(NOPE_DIM=NOPE_DIM),
         {"y_bf16_ptr": "*i16", "slot_ptr": "*i64", "nope_ptr": "*i8", "scale_ptr": "*i32"},
     )
 
 
 def _scatter_spec() -> KernelSpec:
-    from .layout import NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
+    from ..layout import NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
 
     return KernelSpec(
-        "ascend_kvc.scatter", "_byte_scatter_kernel",
+        "ascend_kvc.stages.scatter", "_byte_scatter_kernel",
         dict(NOPE_DIM=NOPE_DIM, PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_BYTES=SCALE_BYTES, SCALE_REGION=SCALE_REGION,
              SLOTS_PER_PAGE=SLOTS_PER_PAGE),
         {"nope_ptr": "*u8", "y_bf16_ptr": "*u8", "scale_ptr": "*u8", "slot_ptr": "*i64", "kv_cache_ptr": "*u8"},
@@ -229,7 +231,8 @@ def run(args, route_name: str, plan, out) -> None:
 
 
 def _run(args, route_name: str, out) -> None:
-    from . import finalize, reference
+    from .. import reference
+    from . import finalize
 
     stage = stage_of(route_name)
     if stage in ASCEND_PLANNED_STAGES:

@@ -11,10 +11,10 @@ import torch
 import triton
 import triton.language as tl
 
-from .device import persistent_programs
-from .indexing import plan_for, window_blocks_and_offsets
-from .layout import HEAD_DIM, STATE_WIDTH
-from .triton_helpers import online_softmax_update
+from ..device import persistent_programs
+from ..indexing import plan_for, window_blocks_and_offsets
+from ..layout import HEAD_DIM, STATE_WIDTH
+from ..triton_helpers import online_softmax_update
 
 @triton.jit
 def _linear_scan_softmax_kernel(

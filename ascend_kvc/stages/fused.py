@@ -17,11 +17,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .device import persistent_programs
-from .gather_block import pool_window
-from .layout import SLOTS_PER_PAGE
-from .slot_bytes import store_pooled_slot_bytes
-from .triton_helpers import resolve_output
+from ..device import persistent_programs
+from ..layout import SLOTS_PER_PAGE
+from ..slot_bytes import store_pooled_slot_bytes
+from ..triton_helpers import resolve_output
+from .block_gather import pool_window
 
 
 @triton.jit

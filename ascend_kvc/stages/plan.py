@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .device import ascend_programs
-from .launch import KernelLauncher, stream_scratch
-from .layout import HEAD_DIM, NOPE_DIM, NOPE_GROUPS, SLOTS_PER_PAGE
+from ..device import ascend_programs
+from ..launch import KernelLauncher, stream_scratch
+from ..layout import HEAD_DIM, NOPE_DIM, NOPE_GROUPS, SLOTS_PER_PAGE
 from .split_window import STATE_FLOATS
 from .work_split import plan_split
 
@@ -55,7 +55,7 @@ class AscendPlan:
     """The launches of ``ascend:<stage>`` for one argument signature."""
 
     def __init__(self, args, out: torch.Tensor | None, stage: str):
-        from .stages import kernel_specializations
+        from . import kernel_specializations
 
         dev = args.device
         n, C, bs = args.num_outputs, args.compress_ratio, args.block_size

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .triton_helpers import bf16_rne_bits, launch_index_kernel, online_softmax_update, resolve_output
+from ..triton_helpers import bf16_rne_bits, launch_index_kernel, online_softmax_update, resolve_output
 
 
 @triton.jit

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .triton_helpers import launch_index_kernel, online_softmax_update, resolve_output
+from ..triton_helpers import launch_index_kernel, online_softmax_update, resolve_output
 
 @triton.jit
 def _random_gather_softmax_kernel(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_helpers import int8_groups
+from ..triton_helpers import int8_groups
 
 
 @triton.jit

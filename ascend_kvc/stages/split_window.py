@@ -18,9 +18,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .gather_block import normalise_rotate, pool_window
-from .slot_bytes import store_pooled_slot_bytes
-from .triton_helpers import bf16_rne_bits, resolve_output
+from ..slot_bytes import store_pooled_slot_bytes
+from ..triton_helpers import bf16_rne_bits, resolve_output
+from .block_gather import normalise_rotate, pool_window
 
 STATE_FLOATS = 3 * 512  # a piece's state: running max, sum and weighted sum per dimension
 MERGE_ROWS = 4  # piece states a merge step reads as one [MERGE_ROWS, 512] tile

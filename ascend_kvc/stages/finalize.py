@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from . import reference
-from .layout import NOPE_DIM, NOPE_GROUPS, QUANT_GROUP, SCALE_BIAS, SCALE_BYTES
+from .. import reference
+from ..layout import NOPE_DIM, NOPE_GROUPS, QUANT_GROUP, SCALE_BIAS, SCALE_BYTES
 
 # For a bf16-valued float32 group maximum with bits b, the scale byte e + 127 of
 # e = ceil(log2(max(amax, 1e-4) / 127)) is (max(b, _FLOOR_BITS) - _BITS_OFFSET) >> 23: adding 2^16

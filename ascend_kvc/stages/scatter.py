@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .device import persistent_programs
+from ..device import persistent_programs
 
 
 @triton.jit
