@@ -50,7 +50,7 @@ ASCEND_STAGES: tuple[str, ...] = (
 )
 ASCEND_DEFAULT_STAGE = "triton-quant"
 # The rungs users run (the default and fused): they split windows across vector cores when the
-# outputs are too few to keep every core busy (``work_split``), and repeat calls reuse a launch plan.
+# outputs are too few to keep every core busy (``stages.work_split``), and repeat calls reuse a launch plan.
 ASCEND_PLANNED_STAGES: tuple[str, ...] = ("triton-quant", "fused")
 
 _STAGE_DESCRIPTIONS = {

@@ -10,7 +10,7 @@ bound), and it leaves out the small reads and writes (indices, the 584-byte slot
 split windows, the quantise and scatter kernels of ``triton-quant``) and the framework ops of
 the lower rungs. ``python -m bench`` measures; this only says how the work is dealt out.
 
-How each rung deals out the work (``ascend_kvc.stages``, ``ascend_kvc.work_split``):
+How each rung deals out the work (``ascend_kvc.stages``, ``ascend_kvc.stages.work_split``):
 
 * ``triton-quant`` (the default ``ascend``) and ``fused``, the ``ASCEND_PLANNED_STAGES``: each
   window of C rows may be cut into ``pieces`` (``work_split.plan_split``), one work item per

@@ -282,7 +282,7 @@ def occupancy_lines(rows: list[dict], info: dict) -> list[str]:
         cores.add(ran)
     lines = ["**A model, not a measurement**: the bytes of compressor state each program of a rung's "
              "persistent grid reads, dealt out as the kernels deal out their work items (`python -m "
-             "bench.occupancy`; `ascend_kvc.work_split` for the split of `triton-quant` and `fused`). "
+             "bench.occupancy`; `ascend_kvc.stages.work_split` for the split of `triton-quant` and `fused`). "
              "*busy*: the share of cores x the busiest program's bytes that holds work (1.00 = no core waits "
              "for the busiest); *max/mean*: the busiest program's bytes over the mean of the programs "
              "launched. It assumes time proportional to bytes and leaves out merges, quantise and scatter "

@@ -1,4 +1,4 @@
-"""The work-split planner (``ascend_kvc.work_split``): its targets and its pieces.
+"""The work-split planner (``ascend_kvc.stages.work_split``): its targets and its pieces.
 
 CPU only and fast: the planner is plain Python, and these tests check the model it plans with
 (bytes of state per program), not a device. What a 910B does with the split is for

@@ -1,5 +1,20 @@
 """The Ascend ladder: which kernels each stage of ``ASCEND_STAGES`` launches, with which constexprs.
 
+The rungs, bottom first, and the modules of this package that run them:
+
+| rung | modules |
+|---|---|
+| ``random-gather`` | ``random_gather``, ``finalize`` |
+| ``pre-gather`` | ``pregather``, ``finalize`` |
+| ``block-gather`` | ``block_gather`` (BLOCK_D 64, every tile masked), ``finalize`` |
+| ``block-gather-nomask`` | ``block_gather`` (BLOCK_D 64), ``finalize`` |
+| ``block-d128`` | ``block_gather`` (BLOCK_D 128), ``finalize`` |
+| ``block-d256`` | ``block_gather`` (BLOCK_D 256), ``finalize`` |
+| ``block-d512`` | ``block_gather`` (BLOCK_D 512, the RMSNorm too), ``finalize`` |
+| ``byte-scatter`` | ``block_gather`` (the RoPE rotation too), ``finalize``, ``scatter`` |
+| ``triton-quant`` | ``block_gather`` (bf16 out), ``quantize``, ``scatter``; split: ``split_window``; ``plan`` |
+| ``fused`` | ``fused``; split: ``split_window``; ``plan`` |
+
 Every rung computes the same bytes; they differ in how the window reaches the chip and how the
 bytes leave it. Rungs up to ``block-d512`` finalize with framework tensor ops and write with an
 ``index_put``. ``byte-scatter`` rotates the RoPE dims in the gather, quantises a real bf16 tensor
@@ -7,8 +22,9 @@ with framework ops and copies the bytes with a pure-uint8 Triton scatter: 12 dev
 host sync. ``triton-quant`` (the default ``ascend`` route) keeps that design in 3 launches: the
 gather writes the real bf16 tensor itself, one Triton kernel quantises it, the same scatter copies
 the bytes. ``fused`` does all of it in one kernel, one launch. The last two split each window
-across vector cores when the outputs are too few for the cores (``work_split``; one more launch,
-the merge) and run through a cached launch plan (``plan``).
+across vector cores when the outputs are too few for the cores (``work_split`` decides; the piece
+gather and the merge of ``split_window``, one more launch) and run through a cached launch plan
+(``plan``).
 
 ``kernel_specializations`` is the one place that decides the kernels and constexprs of a stage:
 the launchers below run exactly what it returns, and the Ascend lowering audit compiles exactly

@@ -1,7 +1,7 @@
 """Ladder rung ``fused``: the whole operator in one Triton kernel, one launch per call.
 
 Each program owns whole outputs (``BLOCK_D = 512``): the block-centric window loop of
-``gather_block.pool_window`` (one block-table lookup per physical block, ``[ROW_TILE, 512]`` row
+``block_gather.pool_window`` (one block-table lookup per physical block, ``[ROW_TILE, 512]`` row
 tiles, online softmax), then ``slot_bytes.store_slot_bytes`` (RMSNorm, bf16 rounding, INT8 with
 power-of-two scales, RoPE) stores the 584 bytes straight into the cache. No intermediate tensor,
 no allocation and no host sync per call. Outputs that are skipped or invalid (a bad index, a

@@ -3,7 +3,7 @@
 When there are too few outputs to keep every vector core busy (``work_split.plan_split``), each
 window of ``C`` rows is cut into ``pieces`` runs of near-equal length (piece ``k`` starts at
 window row ``k * C // pieces``). ``_window_piece_kernel`` pools one piece per work item with the
-block-centric window loop of ``gather_block.pool_window`` (one block-table lookup per physical
+block-centric window loop of ``block_gather.pool_window`` (one block-table lookup per physical
 block, ``[ROW_TILE, 512]`` row tiles) and leaves the piece's softmax state in scratch. A second
 launch merges each output's pieces and ends the way the unsplit rung does:
 ``_merge_to_slot_kernel`` with ``slot_bytes.store_pooled_slot_bytes`` (``fused``), or
