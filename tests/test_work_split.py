@@ -8,7 +8,7 @@ CPU only and fast: the planner is plain Python, and these tests check the model 
 import pytest
 
 from ascend_kvc.routes import ASCEND_PLANNED_STAGES
-from ascend_kvc.stages.work_split import MIN_PIECE_ROWS, occupancy, plan_split
+from ascend_kvc.stages.work_split import BUSY_TARGET, MIN_PIECE_ROWS, occupancy, plan_split
 from ascend_kvc.workloads import OFFICIAL_CASES
 
 TARGET_CORES = (40, 48)  # the vector-core counts the planner is tuned for
@@ -74,3 +74,17 @@ def test_occupancy_counts_every_row_once():
             assert occ.mean_rows * occ.programs == outputs * 256
             assert occ.programs == split.programs <= cores
             assert 0 < occ.busy <= 1 and occ.max_over_mean >= 1
+
+
+def test_starts_from_the_most_pieces_that_fit_one_round():
+    # 256 outputs on 528 cores: 2 pieces fill one round (0.97 busy); 3 would need a second round.
+    split = plan_split(256, 128, 528)
+    assert split.pieces == 2 and occupancy(split).busy >= BUSY_TARGET, split
+
+
+def test_min_piece_rows_bounds_the_pieces():
+    split = plan_split(32, 256, 528, min_piece_rows=32)
+    assert split.pieces == 8, split
+    assert all(last - first + 1 >= 32 for first, last in (split.piece_rows(k) for k in range(split.pieces)))
+    with pytest.raises(ValueError, match="min_piece_rows"):
+        plan_split(32, 256, 528, min_piece_rows=0)

@@ -63,6 +63,7 @@ def pool_window(
     bt_s1, num_blocks, t0, t1, block_size, dims, state_s0, state_s1, state_s2,
     m, l, acc, n_bad,
     ROW_TILE: tl.constexpr, UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr,
+    LOOKUP_AHEAD: tl.constexpr,
 ):
     """Online softmax over the request's rows ``t0..t1`` (the window ``[pos - C + 1, pos]``, or a
     piece of it) at ``dims``, block by block.
@@ -73,6 +74,10 @@ def pool_window(
     ``block_size``, so each block ends in a partial tile); only the window's first and last
     blocks are masked. One masked tile loop and one unmasked one per level: bishengir-compile
     could not fit two tile loops side by side inside the block loop into the unified buffer.
+    ``LOOKUP_AHEAD`` (with ``UNMASKED_MIDDLE``) reads each middle block's table entry one block
+    ahead, so that its latency hides behind the rows of the block before instead of preceding its
+    own; the last block's entry is then read twice (once ahead, once after the loop), which
+    measured faster on an H200 than carrying it out of the loop.
     Returns the updated ``(m, l, acc, n_bad)``; ``n_bad`` counts block ids outside
     ``state_cache``, which are read as block 0.
     """
@@ -83,12 +88,18 @@ def pool_window(
     if UNMASKED_MIDDLE:
         rows = tl.arange(0, ROW_TILE)
         blk, bad = _lookup_block(table_row, first_col, bt_s1, num_blocks)
+        if LOOKUP_AHEAD:  # the second block's entry (the first's again when the window lies in one block)
+            nxt, nxt_bad = _lookup_block(table_row, tl.minimum(first_col + 1, last_col), bt_s1, num_blocks)
         n_bad += bad
         first_hi = tl.where(first_col == last_col, hi, block_size - 1)
         m, l, acc = _pool_rows(state_ptr + blk * state_s0, lo, first_hi, dims, state_s1, state_s2, m, l, acc,
                                ROW_TILE)
         for col in range(first_col + 1, last_col):
-            blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
+            if LOOKUP_AHEAD:
+                blk, bad = nxt, nxt_bad
+                nxt, nxt_bad = _lookup_block(table_row, col + 1, bt_s1, num_blocks)  # col + 1 <= last_col
+            else:
+                blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
             n_bad += bad
             block_ptr = state_ptr + blk * state_s0
             for start in range(0, block_size, ROW_TILE):
@@ -154,7 +165,7 @@ def _block_gather_softmax_kernel(
     cs_s0, cs_s1,
     C: tl.constexpr, BLOCK_D: tl.constexpr, ROW_TILE: tl.constexpr,
     UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr, FUSE_RMSNORM: tl.constexpr,
-    FUSE_ROPE: tl.constexpr, BF16_OUT: tl.constexpr,
+    FUSE_ROPE: tl.constexpr, BF16_OUT: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
 ):
     D_TILES: tl.constexpr = 512 // BLOCK_D
     pid = tl.program_id(0)
@@ -173,7 +184,7 @@ def _block_gather_softmax_kernel(
         if ok:
             m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos - C + 1,
                                            pos, block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
-                                           ROW_TILE, UNMASKED_MIDDLE, ROWS_PADDED)
+                                           ROW_TILE, UNMASKED_MIDDLE, ROWS_PADDED, LOOKUP_AHEAD)
         c = acc / tl.where(l > 0, l, 1.0)  # l = 0 only for a skipped output: no 0/0
         if FUSE_ROPE:
             c = normalise_rotate(c, dims, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok)

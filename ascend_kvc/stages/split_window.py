@@ -34,7 +34,7 @@ def _window_piece_kernel(
     part_ptr,  # out, [num_outputs * pieces, 3, 512] float32 states, then [num_outputs * pieces] bad-block counts
     num_outputs, pieces, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
     state_s0, state_s1, state_s2, bt_s0, bt_s1,
-    C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr,
+    C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
@@ -55,7 +55,7 @@ def _window_piece_kernel(
             m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks,
                                            t0 + (k * C) // pieces, t0 + ((k + 1) * C) // pieces - 1, block_size,
                                            dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
-                                           ROW_TILE, True, ROWS_PADDED)
+                                           ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD)
         state = part_ptr + tl.cast(item, tl.int64) * 1536 + dims
         tl.store(state, m)
         tl.store(state + 512, l)

@@ -82,22 +82,24 @@ def _split(num_outputs: int, C: int, cores: int, pieces: int) -> WorkSplit:
     return WorkSplit(num_outputs, C, cores, pieces, max(1, min(cores, num_outputs * pieces)))
 
 
-def plan_split(num_outputs: int, compress_ratio: int, cores: int) -> WorkSplit:
+def plan_split(num_outputs: int, compress_ratio: int, cores: int,
+               min_piece_rows: int = MIN_PIECE_ROWS) -> WorkSplit:
     """No split when one item per output keeps ``BUSY_TARGET`` of ``cores`` busy; otherwise the
-    fewest pieces per window (at least ``MIN_PIECE_ROWS`` rows each, and at first enough that
-    every core gets an item) that reach it; the busiest split if none does."""
-    if num_outputs < 0 or compress_ratio < 1 or cores < 1:
-        raise ValueError(f"need num_outputs >= 0, compress_ratio >= 1, cores >= 1; got "
-                         f"{num_outputs}, {compress_ratio}, {cores}")
+    fewest pieces per window (at least ``min_piece_rows`` rows each, and at first as many as still
+    fit one round of the cores) that reach it; the busiest split if none does."""
+    if num_outputs < 0 or compress_ratio < 1 or cores < 1 or min_piece_rows < 1:
+        raise ValueError(f"need num_outputs >= 0, compress_ratio >= 1, cores >= 1, min_piece_rows >= 1; got "
+                         f"{num_outputs}, {compress_ratio}, {cores}, {min_piece_rows}")
     if num_outputs == 0:
         return _split(0, compress_ratio, cores, 1)
-    max_pieces = max(1, compress_ratio // MIN_PIECE_ROWS)
+    max_pieces = max(1, compress_ratio // min_piece_rows)
     best = _split(num_outputs, compress_ratio, cores, 1)
     best_busy = occupancy(best).busy
     if best_busy >= BUSY_TARGET:
         return best  # one item per output already keeps the cores busy: no merge launch
-    # Otherwise start from enough pieces that every core gets one, where the rows allow.
-    pieces = min(max_pieces, -(-cores // num_outputs))
+    # Otherwise start from the most pieces that still fit one round of the cores (at least two),
+    # where the rows allow: 256 outputs on 528 cores take 2 pieces (0.97 busy), not 3 (0.73).
+    pieces = min(max_pieces, max(2, cores // num_outputs))
     candidate = _split(num_outputs, compress_ratio, cores, pieces)
     busy = occupancy(candidate).busy
     if busy > best_busy:
