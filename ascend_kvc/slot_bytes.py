@@ -52,7 +52,7 @@ def _pick(y, b: tl.constexpr):
 
 
 @triton.jit
-def _gptj_pairs(y, ONE_HOT: tl.constexpr):
+def gptj_pairs(y, ONE_HOT: tl.constexpr):
     """``(y[2k], y[2k + 1])``, each ``[32]``, of a ``[64]`` vector.
 
     ``ONE_HOT``: by one-hot maxima, for bishengir-compile (see the module docstring); else by a
@@ -104,7 +104,7 @@ def store_slot_bytes(
     tl.store(scales + g, scale_bytes.to(tl.uint8))
 
     y = c_rope * rrms * tl.load(weight_ptr + NOPE_DIM + tl.arange(0, 64)).to(tl.float32)  # [64]
-    u, w = _gptj_pairs(y, PAIRS_BY_ONE_HOT)
+    u, w = gptj_pairs(y, PAIRS_BY_ONE_HOT)
     k = tl.arange(0, 32)
     cos = tl.load(cos_sin_row_ptr + k * cs_s1)
     sin = tl.load(cos_sin_row_ptr + (32 + k) * cs_s1)

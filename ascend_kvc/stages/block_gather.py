@@ -21,6 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..slot_bytes import gptj_pairs, rope_row
 from ..triton_helpers import bf16_rne_bits, launch_index_kernel, online_softmax_update, resolve_output
 
 
@@ -149,6 +150,35 @@ def normalise_rotate(c, dims, weight_ptr, eps, cos_sin_row_ptr, cs_s1, ok):
 
 
 @triton.jit
+def store_rotated_bf16(c, weight_ptr, eps, cos_sin_row_ptr, cs_s1, ok, row_ptr):
+    """``[512]`` pooled ``c`` -> RMSNorm(c) * weight with the RoPE dims rotated (fp32), rounded to
+    bf16 (nearest even, by bit operations) and stored at ``row_ptr`` as one row of a real bf16
+    tensor: 512 int16 bit patterns.
+
+    Shaped as ``slot_bytes.store_slot_bytes`` is, for the same reasons: ``c`` seen as ``[8, 64]``
+    (rows 0..6 the NOPE dims, row 7 the RoPE dims), the RoPE row and its GPT-J pairs picked by
+    one-hot maxima, and the rotated pairs leaving as one ``[32, 2]`` tile built by broadcasting,
+    so that nothing is split or interleaved across the whole head. The cos/sin row is not read
+    when ``ok`` is false.
+    """
+    c8 = tl.reshape(c, [8, 64])
+    g = tl.arange(0, 8)
+    d2 = g[:, None] * 64 + tl.arange(0, 64)[None, :]  # [8, 64]
+    rrms = 1.0 / tl.sqrt(tl.sum(tl.sum(c8 * c8, axis=1), axis=0) / 512 + eps)
+    y8 = c8 * rrms * tl.load(weight_ptr + d2).to(tl.float32)
+    tl.store(row_ptr + d2, (bf16_rne_bits(y8) >> 16).to(tl.int16), mask=g[:, None] < 7)
+    u, w = gptj_pairs(rope_row(y8), True)  # y[448 + 2k], y[448 + 2k + 1]
+    k = tl.arange(0, 32)
+    cos = tl.load(cos_sin_row_ptr + k * cs_s1, mask=ok, other=1.0)
+    sin = tl.load(cos_sin_row_ptr + (32 + k) * cs_s1, mask=ok, other=0.0)
+    u_bits = bf16_rne_bits(u * cos - w * sin) >> 16
+    w_bits = bf16_rne_bits(w * cos + u * sin) >> 16
+    b = tl.arange(0, 2)[None, :]
+    pair = tl.where(b == 0, u_bits[:, None], w_bits[:, None])  # [32, 2]: dims 448 + 2k + b
+    tl.store(row_ptr + 448 + 2 * k[:, None] + b, pair.to(tl.int16))
+
+
+@triton.jit
 def _block_gather_softmax_kernel(
     state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
     boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
@@ -186,14 +216,15 @@ def _block_gather_softmax_kernel(
                                            pos, block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
                                            ROW_TILE, UNMASKED_MIDDLE, ROWS_PADDED, LOOKUP_AHEAD)
         c = acc / tl.where(l > 0, l, 1.0)  # l = 0 only for a skipped output: no 0/0
-        if FUSE_ROPE:
-            c = normalise_rotate(c, dims, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok)
-        elif FUSE_RMSNORM:
-            rrms = 1.0 / tl.sqrt(tl.sum(c * c, axis=0) / 512 + eps)
-            c = c * rrms * tl.load(weight_ptr + dims).to(tl.float32)
-        if BF16_OUT:
-            tl.store(pooled_ptr + i * 512 + dims, (bf16_rne_bits(c) >> 16).to(tl.int16))
+        if BF16_OUT:  # (with FUSE_ROPE)
+            store_rotated_bf16(c, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok,
+                               pooled_ptr + tl.cast(i, tl.int64) * 512)
         else:
+            if FUSE_ROPE:
+                c = normalise_rotate(c, dims, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok)
+            elif FUSE_RMSNORM:
+                rrms = 1.0 / tl.sqrt(tl.sum(c * c, axis=0) / 512 + eps)
+                c = c * rrms * tl.load(weight_ptr + dims).to(tl.float32)
             tl.store(pooled_ptr + i * 512 + dims, c)
         if work % D_TILES == 0:
             tl.store(slot_out_ptr + i, tl.where(n_bad == 0, slot, -1))

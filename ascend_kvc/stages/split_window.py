@@ -19,8 +19,8 @@ import triton
 import triton.language as tl
 
 from ..slot_bytes import store_pooled_slot_bytes
-from ..triton_helpers import bf16_rne_bits, resolve_output
-from .block_gather import normalise_rotate, pool_window
+from ..triton_helpers import resolve_output
+from .block_gather import pool_window, store_rotated_bf16
 
 STATE_FLOATS = 3 * 512  # a piece's state: running max, sum and weighted sum per dimension
 MERGE_ROWS = 4  # piece states a merge step reads as one [MERGE_ROWS, 512] tile
@@ -150,12 +150,11 @@ def _merge_to_bf16_kernel(
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
-    dims = tl.arange(0, 512)
     for i in range(pid, num_outputs, num_programs):
         ok, pos, slot, c, bad = merge_output(
             part_ptr, i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_outputs, pieces,
             num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C, MERGE_ROWS)
         if ok:  # a skipped output's row is never read
-            y = normalise_rotate(c, dims, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok)
-            tl.store(y_bf16_ptr + tl.cast(i, tl.int64) * 512 + dims, (bf16_rne_bits(y) >> 16).to(tl.int16))
+            store_rotated_bf16(c, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok,
+                               y_bf16_ptr + tl.cast(i, tl.int64) * 512)
         tl.store(slot_out_ptr + i, tl.where(ok & (bad == 0), slot, -1))
