@@ -36,30 +36,7 @@ def resolve_output(
     a caller must then read nothing through ``req``/``pos`` beyond the block table's first row.
     """
     b = tl.load(boundary_ptr + i).to(tl.int64)
-    return _resolve_boundary(b, (b >= 0) & (b < num_tokens), token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-                             num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-
-
-@triton.jit
-def resolve_output_ahead(
-    i,
-    live,  # false: ``i`` lies past the last output
-    boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-    num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
-    C: tl.constexpr,
-):
-    """``resolve_output`` of an output ``i`` that a persistent program reads one item ahead of
-    its use (so that these dependent scalar loads overlap the work item before): when ``live``
-    is false, ``ok`` is false and ``boundary_ptr + i`` is not read."""
-    b = tl.load(boundary_ptr + i, mask=live, other=-1).to(tl.int64)
-    return _resolve_boundary(b, live & (b >= 0) & (b < num_tokens), token_to_req_ptr, positions_ptr,
-                             slot_mapping_ptr, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-
-
-@triton.jit
-def _resolve_boundary(b, ok, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_reqs, blocks_per_req,
-                      num_slots, max_pos, block_size, C: tl.constexpr):
-    """The rest of ``resolve_output`` from the boundary token ``b`` (``ok``: ``b`` is in range)."""
+    ok = (b >= 0) & (b < num_tokens)
     b = tl.where(ok, b, 0)
     slot = tl.load(slot_mapping_ptr + b).to(tl.int64)
     req = tl.load(token_to_req_ptr + b).to(tl.int64)

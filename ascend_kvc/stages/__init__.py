@@ -89,11 +89,10 @@ ROW_TILE_BYTES = 16 * 1024
 # (bishengir-compile plans at most 190 KiB for it; on an H200 at 40 programs it ran 15-25%
 # faster than [4, 512]).
 PIECE_ROW_TILE_BYTES = 32 * 1024
-# Read ahead in the window loops of the default and ``fused``, split or not: the next block's
-# table entry one block ahead (``block_gather.pool_window``; on an H200 at 40 programs the
-# unsplit loops ran 25-35% faster, the piece gather within 1% at [8, 512]) and the next work
-# item's indices one item ahead (``triton_helpers.resolve_output_ahead``).
-LOOKUP_AHEAD = {"unsplit": True, "piece": True}
+# Read the next block's table entry one block ahead (``block_gather.pool_window``) in the
+# unsplit window loops of the default and ``fused`` (on an H200 at 40 programs 25-35% faster);
+# not in the piece gather, where it measured slower at [4, 512] and within 1% at [8, 512].
+LOOKUP_AHEAD = {"unsplit": True, "piece": False}
 
 
 def _next_pow2(n: int) -> int:

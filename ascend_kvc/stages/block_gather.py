@@ -22,8 +22,7 @@ import triton
 import triton.language as tl
 
 from ..slot_bytes import gptj_pairs, rope_row
-from ..triton_helpers import (bf16_rne_bits, launch_index_kernel, online_softmax_update, resolve_output,
-                              resolve_output_ahead)
+from ..triton_helpers import bf16_rne_bits, launch_index_kernel, online_softmax_update, resolve_output
 
 
 @triton.jit
@@ -202,24 +201,12 @@ def _block_gather_softmax_kernel(
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     d = tl.arange(0, BLOCK_D)
-    num_work = num_outputs * D_TILES
-    if LOOKUP_AHEAD:  # the first item's indices; later ones are read one item ahead
-        n_ok, n_req, n_pos, n_slot = resolve_output_ahead(
-            pid // D_TILES, pid < num_work, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-    for work in range(pid, num_work, num_programs):
+    for work in range(pid, num_outputs * D_TILES, num_programs):
         i = work // D_TILES
         dims = (work % D_TILES) * BLOCK_D + d  # [BLOCK_D]
-        if LOOKUP_AHEAD:
-            ok, req, pos, slot = n_ok, n_req, n_pos, n_slot
-            n_ok, n_req, n_pos, n_slot = resolve_output_ahead(
-                (work + num_programs) // D_TILES, work + num_programs < num_work, boundary_ptr, token_to_req_ptr,
-                positions_ptr, slot_mapping_ptr, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos,
-                block_size, C)
-        else:
-            ok, req, pos, slot = resolve_output(
-                i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-                num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+        ok, req, pos, slot = resolve_output(
+            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
         m = tl.full([BLOCK_D], float("-inf"), tl.float32)
         l = tl.zeros([BLOCK_D], tl.float32)
         acc = tl.zeros([BLOCK_D], tl.float32)

@@ -20,7 +20,7 @@ import triton.language as tl
 from ..device import persistent_programs
 from ..layout import SLOTS_PER_PAGE
 from ..slot_bytes import store_pooled_slot_bytes
-from ..triton_helpers import resolve_output, resolve_output_ahead
+from ..triton_helpers import resolve_output
 from .block_gather import pool_window
 
 
@@ -42,20 +42,10 @@ def _fused_compress_kernel(
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     dims = tl.arange(0, 512)
-    if LOOKUP_AHEAD:  # the first output's indices; later ones are read one output ahead
-        n_ok, n_req, n_pos, n_slot = resolve_output_ahead(
-            pid, pid < num_outputs, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
     for i in range(pid, num_outputs, num_programs):
-        if LOOKUP_AHEAD:
-            ok, req, pos, slot = n_ok, n_req, n_pos, n_slot
-            n_ok, n_req, n_pos, n_slot = resolve_output_ahead(
-                i + num_programs, i + num_programs < num_outputs, boundary_ptr, token_to_req_ptr, positions_ptr,
-                slot_mapping_ptr, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-        else:
-            ok, req, pos, slot = resolve_output(
-                i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-                num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+        ok, req, pos, slot = resolve_output(
+            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
         m = tl.full([512], float("-inf"), tl.float32)
         l = tl.zeros([512], tl.float32)
         acc = tl.zeros([512], tl.float32)

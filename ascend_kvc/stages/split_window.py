@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from ..slot_bytes import store_pooled_slot_bytes
-from ..triton_helpers import resolve_output, resolve_output_ahead
+from ..triton_helpers import resolve_output
 from .block_gather import pool_window, store_rotated_bf16
 
 STATE_FLOATS = 3 * 512  # a piece's state: running max, sum and weighted sum per dimension
@@ -40,23 +40,12 @@ def _window_piece_kernel(
     num_programs = tl.num_programs(0)
     dims = tl.arange(0, 512)
     num_items = num_outputs * pieces
-    if LOOKUP_AHEAD:  # the first item's indices; later ones are read one item ahead
-        n_ok, n_req, n_pos, n_slot = resolve_output_ahead(
-            pid // pieces, pid < num_items, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
     for item in range(pid, num_items, num_programs):
         i = item // pieces
         k = item - i * pieces
-        if LOOKUP_AHEAD:
-            ok, req, pos, slot = n_ok, n_req, n_pos, n_slot
-            n_ok, n_req, n_pos, n_slot = resolve_output_ahead(
-                (item + num_programs) // pieces, item + num_programs < num_items, boundary_ptr, token_to_req_ptr,
-                positions_ptr, slot_mapping_ptr, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos,
-                block_size, C)
-        else:
-            ok, req, pos, slot = resolve_output(
-                i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-                num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+        ok, req, pos, slot = resolve_output(
+            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
         m = tl.full([512], float("-inf"), tl.float32)
         l = tl.zeros([512], tl.float32)
         acc = tl.zeros([512], tl.float32)
