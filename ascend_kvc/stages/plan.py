@@ -28,8 +28,8 @@ from .split_window import STATE_FLOATS
 from .work_split import MIN_PIECE_ROWS, plan_split
 
 # Fewest window rows a piece reads on a GPU, where four programs share an SM: pieces of one 8-row
-# block (16-33 a window) measured about 10% slower on an H200 than pieces of 32 rows or more
-# (4-16) on the 8192-token cases. ASCEND_KVC_VECTOR_CORES (a 910B's view) keeps MIN_PIECE_ROWS.
+# block (16-33 a window) measured 9-15% slower on an H200 than pieces of 32 rows or more (4-16)
+# on the 8192-token cases. ASCEND_KVC_VECTOR_CORES (a 910B's view) keeps MIN_PIECE_ROWS.
 GPU_MIN_PIECE_ROWS = 32
 
 _ALIGN = 64  # bytes between scratch buffers: every buffer keeps Triton's 16-byte pointer specialisation
