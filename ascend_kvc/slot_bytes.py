@@ -71,6 +71,25 @@ def rope_row(c8):
 
 
 @triton.jit
+def inverse_rms(c8, eps):
+    """``1 / sqrt(mean(c^2) + eps)`` over the 512 dims of ``c8 [8, 64]``, the RMSNorm scale."""
+    return 1.0 / tl.sqrt(tl.sum(tl.sum(c8 * c8, axis=1), axis=0) / 512 + eps)
+
+
+@triton.jit
+def rotated_pair_bits(y, cos_sin_row_ptr, cs_s1, ok, PAIRS_BY_ONE_HOT: tl.constexpr):
+    """GPT-J rotation of the normalised RoPE dims ``y [64]``: for each pair ``k``, the bf16 bits
+    (round to nearest even, int32 with the low 16 bits zero) of ``u' = u cos - w sin`` and
+    ``w' = w cos + u sin``, ``u = y[2k]``, ``w = y[2k + 1]``. The cos/sin row is not read when
+    ``ok`` is false."""
+    u, w = gptj_pairs(y, PAIRS_BY_ONE_HOT)
+    k = tl.arange(0, 32)
+    cos = tl.load(cos_sin_row_ptr + k * cs_s1, mask=ok, other=1.0)
+    sin = tl.load(cos_sin_row_ptr + (32 + k) * cs_s1, mask=ok, other=0.0)
+    return bf16_rne_bits(u * cos - w * sin), bf16_rne_bits(w * cos + u * sin)
+
+
+@triton.jit
 def store_slot_bytes(
     c8,  # [8, 64] fp32: the pooled c, dims g * 64 + j (rows 0..6 the NOPE groups, row 7 the RoPE dims)
     c_rope,  # [64] fp32: c[NOPE_DIM:], row 7 of c8 again (``rope_row(c8)``, or loaded by the caller)
@@ -91,7 +110,7 @@ def store_slot_bytes(
     """
     g = tl.arange(0, 8)
     d2 = g[:, None] * 64 + tl.arange(0, 64)[None, :]  # [8, 64]
-    rrms = 1.0 / tl.sqrt(tl.sum(tl.sum(c8 * c8, axis=1), axis=0) / 512 + eps)
+    rrms = inverse_rms(c8, eps)
     z = bf16_round(c8 * rrms * tl.load(weight_ptr + d2).to(tl.float32))  # [8, 64]
     q, e = int8_groups(z)  # [8, 64] int32, [8] exponents
 
@@ -104,12 +123,8 @@ def store_slot_bytes(
     tl.store(scales + g, scale_bytes.to(tl.uint8))
 
     y = c_rope * rrms * tl.load(weight_ptr + NOPE_DIM + tl.arange(0, 64)).to(tl.float32)  # [64]
-    u, w = gptj_pairs(y, PAIRS_BY_ONE_HOT)
+    u_bits, w_bits = rotated_pair_bits(y, cos_sin_row_ptr, cs_s1, True, PAIRS_BY_ONE_HOT)
     k = tl.arange(0, 32)
-    cos = tl.load(cos_sin_row_ptr + k * cs_s1)
-    sin = tl.load(cos_sin_row_ptr + (32 + k) * cs_s1)
-    u_bits = bf16_rne_bits(u * cos - w * sin)
-    w_bits = bf16_rne_bits(w * cos + u * sin)
     # Byte b of pair k (u' lo, u' hi, w' lo, w' hi: little-endian bf16) as one contiguous [32, 4]
     # tile, built by broadcasting, not by joins.
     b = tl.arange(0, 4)[None, :]

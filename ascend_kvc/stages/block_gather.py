@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..slot_bytes import gptj_pairs, rope_row
+from ..slot_bytes import inverse_rms, rope_row, rotated_pair_bits
 from ..triton_helpers import bf16_rne_bits, launch_index_kernel, online_softmax_update, resolve_output
 
 
@@ -164,17 +164,12 @@ def store_rotated_bf16(c, weight_ptr, eps, cos_sin_row_ptr, cs_s1, ok, row_ptr):
     c8 = tl.reshape(c, [8, 64])
     g = tl.arange(0, 8)
     d2 = g[:, None] * 64 + tl.arange(0, 64)[None, :]  # [8, 64]
-    rrms = 1.0 / tl.sqrt(tl.sum(tl.sum(c8 * c8, axis=1), axis=0) / 512 + eps)
-    y8 = c8 * rrms * tl.load(weight_ptr + d2).to(tl.float32)
+    y8 = c8 * inverse_rms(c8, eps) * tl.load(weight_ptr + d2).to(tl.float32)
     tl.store(row_ptr + d2, (bf16_rne_bits(y8) >> 16).to(tl.int16), mask=g[:, None] < 7)
-    u, w = gptj_pairs(rope_row(y8), True)  # y[448 + 2k], y[448 + 2k + 1]
+    u_bits, w_bits = rotated_pair_bits(rope_row(y8), cos_sin_row_ptr, cs_s1, ok, True)
     k = tl.arange(0, 32)
-    cos = tl.load(cos_sin_row_ptr + k * cs_s1, mask=ok, other=1.0)
-    sin = tl.load(cos_sin_row_ptr + (32 + k) * cs_s1, mask=ok, other=0.0)
-    u_bits = bf16_rne_bits(u * cos - w * sin) >> 16
-    w_bits = bf16_rne_bits(w * cos + u * sin) >> 16
     b = tl.arange(0, 2)[None, :]
-    pair = tl.where(b == 0, u_bits[:, None], w_bits[:, None])  # [32, 2]: dims 448 + 2k + b
+    pair = tl.where(b == 0, (u_bits >> 16)[:, None], (w_bits >> 16)[:, None])  # [32, 2]: dims 448 + 2k + b
     tl.store(row_ptr + 448 + 2 * k[:, None] + b, pair.to(tl.int16))
 
 
