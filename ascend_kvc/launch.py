@@ -10,6 +10,13 @@ dtypes, same integer arguments, same 16-byte alignment of every pointer): it key
 ``call_signature``. Pointer arguments may then be plain integer addresses: Triton's CUDA launcher
 takes an integer as the address itself, where for a tensor it calls ``data_ptr()`` and asks the
 driver about the pointer (``cuPointerGetAttribute``) on every launch.
+
+Below ``kernel.run`` sits one more Python layer, the CUDA launcher object's ``__call__``: it
+defines two helpers, asks for global and profile scratch and then calls the C launch function.
+When the kernel needs neither scratch (none of ours does) a launcher calls that C function
+itself, in the argument order of the Triton it runs on. The order is read from the launcher's
+source, for the two forms known (Triton 3.5-3.6 and 3.7-3.8); any other Triton keeps
+``kernel.run``.
 """
 
 from __future__ import annotations
@@ -60,6 +67,64 @@ def _direct_launch_supported() -> bool:
             in " ".join(src.split()) and "*bound_args.values()" in src)
 
 
+# How a CUDA launcher's ``__call__`` hands its arguments to the C launch function, by Triton
+# version (whitespace-normalised source). ``"star"``: kernel metadata, launch metadata, the two
+# hooks and the kernel arguments follow the scratch pointers as positional arguments (3.5-3.6);
+# ``"tuple"``: the hooks come before the scratch pointers and the kernel arguments go as one tuple
+# after the argument annotations and kernel signature (3.7-3.8).
+_C_LAUNCH_FORMS = {
+    "star": ("def __call__(self, gridX, gridY, gridZ, stream, function, *args):",
+             "self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl, "
+             "global_scratch, profile_scratch, *args)"),
+    "tuple": ("def __call__(self, gridX, gridY, gridZ, stream, function, kernel_metadata, launch_metadata, "
+              "launch_enter_hook, launch_exit_hook, *args):",
+              "self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl, "
+              "kernel_metadata, launch_metadata, launch_enter_hook, launch_exit_hook, global_scratch, "
+              "profile_scratch, self.arg_annotations, self.kernel_signature, kernel_args)"),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def c_launch_form(launcher_type: type) -> str | None:
+    """``"star"`` or ``"tuple"`` (``_C_LAUNCH_FORMS``) when ``launcher_type.__call__`` passes its
+    arguments to ``self.launch`` in that form and does nothing else with them that a kernel
+    without scratch needs; ``None`` otherwise (then launches go through ``__call__``)."""
+    try:
+        src = " ".join(inspect.getsource(launcher_type.__call__).split())
+    except (OSError, TypeError, AttributeError):
+        return None
+    for form, (head, call) in _C_LAUNCH_FORMS.items():
+        if src.startswith(head) and src.count("self.launch(") == 1 and call in src:
+            if form == "tuple" and "kernel_args = args" not in src:
+                return None
+            return form
+    return None
+
+
+def _c_launch(compiled, grid: tuple[int, int, int], tail: tuple):
+    """``launch(stream, *args)`` that calls ``compiled``'s C launch function directly, or ``None``
+    when the launcher is of an unknown form or the kernel needs scratch or instrumentation."""
+    run = compiled.run
+    form = c_launch_form(type(run))
+    if form is None or getattr(run, "gsan_enabled", False) or not hasattr(run, "launch"):
+        return None
+    if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
+        return None
+    c_launch, gx, gy, gz = run.launch, *grid
+    function, packed = compiled.function, compiled.packed_metadata
+    coop, pdl = run.launch_cooperative_grid, run.launch_pdl
+    if form == "star":
+        def launch(stream, *args):
+            c_launch(gx, gy, gz, stream, function, coop, pdl, None, None, packed, None, None, None, *args, *tail)
+    else:
+        annotations, signature = run.arg_annotations, run.kernel_signature
+
+        def launch(stream, *args):
+            c_launch(gx, gy, gz, stream, function, coop, pdl, packed, None, None, None, None, None,
+                     annotations, signature, (*args, *tail))
+    return launch
+
+
 def _hook_idle(hook) -> bool:
     return hook is None or not getattr(hook, "calls", True)  # Triton 3.8: an empty HookChain
 
@@ -106,8 +171,14 @@ class KernelLauncher:
         return _hook_idle(knobs.launch_enter_hook) and _hook_idle(knobs.launch_exit_hook)
 
     def launch_compiled(self, stream: int, *args) -> None:
-        """Launch the compiled kernel, no questions asked: only after ``takes_addresses()``."""
+        """Launch the compiled kernel, no questions asked: only after ``takes_addresses()``.
+        Replaced per instance by the C launch function's caller where ``_c_launch`` makes one."""
         self._run(*self.grid, stream, self._function, self._packed, None, None, None, *args, *self._tail)
+
+    @property
+    def calls_c_launch(self) -> bool:
+        """Whether ``launch_compiled`` calls the C launch function directly."""
+        return "launch_compiled" in self.__dict__
 
     def __call__(self, stream: int, *args) -> None:
         """Launch with the runtime arguments ``args`` on the raw CUDA stream ``stream``
@@ -127,6 +198,9 @@ class KernelLauncher:
         if self._tail is not None and all(hasattr(result, a) for a in ("run", "function", "packed_metadata")):
             self._run, self._function, self._packed = result.run, result.function, result.packed_metadata
             self._compiled = result
+            fast = _c_launch(result, self.grid, self._tail)
+            if fast is not None:
+                self.launch_compiled = fast
 
 
 # Scratch per (device, stream): kernels queued on one stream run one after another, so they can

@@ -1,7 +1,8 @@
 """Host time of one eager call: ``python -m bench.host_overhead [--cases R,T,C ...] [--route gpgpu]``.
 
-Times each of many calls (queued without waiting for the GPU, ``validate=False``, in place) and
-prints the median and p90 host microseconds per case; ``--profile`` adds cProfile's top functions.
+Times each of many calls (``validate=False``, in place), queued without waiting for the GPU and
+again with the GPU drained before each call, and prints the median, p10 and p90 host
+microseconds per case; ``--profile`` adds cProfile's top functions.
 """
 
 from __future__ import annotations
@@ -18,12 +19,21 @@ from ascend_kvc import c128_256_512_compress
 from ascend_kvc.workloads import OFFICIAL_CASES, make_workload
 
 
-def host_us(call, n: int = 300) -> list[float]:
+def host_us(call, n: int = 300, idle: bool = False) -> list[float]:
+    """Host microseconds of each of ``n`` calls (after 5 untimed ones).
+
+    Queued (``idle=False``): the calls follow one another without waiting for the GPU, as an eager
+    serving loop issues them. When the GPU takes longer than the host, its launch queue fills and
+    the driver then holds the host: late calls measure the GPU, not the host. ``idle=True``
+    drains the GPU before each timed call, so every sample is the host's own work.
+    """
     for _ in range(5):
         call()
     torch.cuda.synchronize()
     times = []
     for _ in range(n):
+        if idle:
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         call()
         times.append((time.perf_counter() - t0) * 1e6)
@@ -47,10 +57,11 @@ def main() -> int:
         def call():
             c128_256_512_compress(*args, out=out, route=a.route, validate=False)
 
-        times = host_us(call)
-        q = statistics.quantiles(times, n=10)
-        print(f"{w.name} {a.route}{' out=None' if a.out_none else ''}: host us per call median "
-              f"{statistics.median(times):.1f}, p10 {q[0]:.1f}, p90 {q[-1]:.1f}", flush=True)
+        for idle in (False, True):
+            times = host_us(call, idle=idle)
+            q = statistics.quantiles(times, n=10)
+            print(f"{w.name} {a.route}{' out=None' if a.out_none else ''} {'idle' if idle else 'queued'}: host us "
+                  f"per call median {statistics.median(times):.1f}, p10 {q[0]:.1f}, p90 {q[-1]:.1f}", flush=True)
         if a.profile:
             prof = cProfile.Profile()
             prof.enable()

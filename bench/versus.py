@@ -20,7 +20,8 @@ For scale, each case also times a plain ``torch.sum`` over as many bytes as the 
 same graph replay and flush): what any kernel reading those bytes pays at that size. Times, per
 implementation: CUDA-graph replay and eager calls (``triton.testing.do_bench`` medians,
 L2 flushed between calls, as ``python -m bench`` does), host microseconds per call (median of 300
-calls queued without a sync) and device kernels per call (``torch.profiler``).
+calls queued without a sync, and of 300 calls each issued to an idle GPU: ``host_overhead.host_us``)
+and device kernels per call (``torch.profiler``).
 """
 
 from __future__ import annotations
@@ -128,25 +129,27 @@ def main(argv: list[str] | None = None) -> int:
                 row["graph_us"] = 1e3 * graph_ms(call)
                 row["eager_us"] = 1e3 * time_ms(call)
                 row["host_us"] = statistics.median(host_us(call))
+                row["host_idle_us"] = statistics.median(host_us(call, idle=True))
                 row["kernels"] = count_device_kernels(call, "cuda")["kernels"]
             rows.append(row)
             print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
         del w, checked, truth, zero, args
         torch.cuda.empty_cache()
 
-    print("\n| case | impl | ok | graph us (x floor) | plain read us | eager us | host us | kernels |"
+    print("\n| case | impl | ok | graph us (x floor) | plain read us | eager us | host us queued · idle | kernels |"
           "\n|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["ok"]:
             print(f"| {r['case']} | {r['impl']} | yes | {r['graph_us']:.1f} ({r['graph_us'] / r['floor_us']:.2f}x) "
-                  f"| {r['plain_read_us']:.1f} | {r['eager_us']:.1f} | {r['host_us']:.1f} | {r['kernels']} |")
+                  f"| {r['plain_read_us']:.1f} | {r['eager_us']:.1f} | {r['host_us']:.1f} · {r['host_idle_us']:.1f} "
+                  f"| {r['kernels']} |")
         else:
             print(f"| {r['case']} | {r['impl']} | NO | | | | |")
     print()
     names = sorted({r["impl"] for r in rows}, key=[r["impl"] for r in rows].index)
     for mine in [n for n in names if n.startswith("ours:")]:
         for other in [n for n in names if n != mine]:
-            for metric in ("graph_us", "eager_us", "host_us"):
+            for metric in ("graph_us", "eager_us", "host_us", "host_idle_us"):
                 ratios = []
                 for r in rows:
                     o = next((x for x in rows if x["case"] == r["case"] and x["impl"] == other), None)

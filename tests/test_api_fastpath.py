@@ -113,3 +113,65 @@ def test_out_none_and_out_given_are_two_plans(w):
     run_and_check(w, "gpgpu", validate=False, inplace=True)
     run_and_check(w, "gpgpu", validate=False, inplace=False)
     assert len(api._PLANS) == 2
+
+
+# The form in which each Triton's CUDA launcher hands its arguments to its C launch function, for
+# the Tritons this library is run on (the GPU image's and the registry's).
+KNOWN_C_LAUNCH_FORMS = {(3, 6): "star", (3, 8): "tuple"}
+
+
+def _triton_minor() -> tuple[int, int]:
+    import triton
+
+    return tuple(int(x) for x in triton.__version__.split(".")[:2])
+
+
+def test_c_launch_form_of_this_triton():
+    """Read from the installed Triton's source: a form not recognised would quietly keep the slower
+    generic launch, so on the Tritons we run on, the form must be the one expected."""
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    from ascend_kvc.launch import c_launch_form
+
+    expected = KNOWN_C_LAUNCH_FORMS.get(_triton_minor())
+    if expected is None:
+        pytest.skip(f"Triton {'.'.join(map(str, _triton_minor()))}: no expected form recorded")
+    assert c_launch_form(CudaLauncher) == expected
+
+
+def test_an_unknown_launcher_keeps_the_generic_launch():
+    from ascend_kvc.launch import c_launch_form
+
+    class ReorderedLauncher:
+        def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+            self.launch(gridX, gridY, gridZ, stream, function, self.launch_pdl, self.launch_cooperative_grid,
+                        global_scratch, profile_scratch, *args)  # noqa: F821
+
+    class WrappedLauncher:
+        def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+            args = args[::-1]
+            self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl,
+                        global_scratch, profile_scratch, *args)  # noqa: F821
+            self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl,
+                        global_scratch, profile_scratch, *args)  # noqa: F821
+
+    assert c_launch_form(ReorderedLauncher) is None
+    assert c_launch_form(WrappedLauncher) is None
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="compiled-kernel launches need a CUDA device")
+@pytest.mark.parametrize("route", PLANNED_ROUTES)
+def test_repeat_calls_go_through_the_c_launch_function(w, route):
+    """On the Tritons we run on, every kernel of a plan launches through its C function once
+    compiled, and the bytes stay the oracle's call after call."""
+    if _triton_minor() not in KNOWN_C_LAUNCH_FORMS:
+        pytest.skip("no expected launcher form for this Triton")
+    api._PLANS.clear()
+    run_and_check(w, route, validate=False)
+    plan = next(iter(api._PLANS.values()))
+    launchers = [launcher for launcher, _, _ in plan.launches] if hasattr(plan, "launches") else [plan.launcher]
+    assert launchers and all(launcher.calls_c_launch for launcher in launchers)
+    for _ in range(2):
+        w.kv_slot_mapping = w.kv_slot_mapping.roll(1)
+        run_and_check(w, route, validate=False)
+    assert list(api._PLANS.values()) == [plan]

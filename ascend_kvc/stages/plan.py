@@ -17,6 +17,7 @@ Launches a call (no host sync, no framework op, no data-dependent allocation):
 from __future__ import annotations
 
 import importlib
+import operator
 from dataclasses import dataclass
 
 import torch
@@ -56,6 +57,15 @@ STATE, TOKEN_TO_REQ, POSITIONS, BOUNDARY, BLOCK_TABLE, WEIGHT, COS_SIN, SLOT_MAP
 _INDEX_ARGS = (BOUNDARY, TOKEN_TO_REQ, POSITIONS, SLOT_MAPPING)  # the kernels' index pointer order
 
 
+def _picker(indices: list[int]):
+    """``pool -> tuple(pool[k] for k in indices)`` in one C call (``itemgetter`` of one index
+    would return the item, not a 1-tuple)."""
+    if len(indices) == 1:
+        k = indices[0]
+        return lambda pool: (pool[k],)
+    return operator.itemgetter(*indices)
+
+
 class AscendPlan:
     """The launches of ``ascend:<stage>`` for one argument signature."""
 
@@ -68,8 +78,8 @@ class AscendPlan:
         self.device = dev
         self.cuda_index = dev.index if dev.type == "cuda" else None
         self.nothing_to_do = n == 0 or args.nothing_to_read or args.cos_sin_cache.shape[0] == 0
-        # (launcher, its arguments, the (position, source) pairs the integer-address path fills)
-        self.launches: list[tuple[KernelLauncher, tuple, tuple]] = []
+        # (launcher, its arguments, the picker of its arguments from the integer-address pool)
+        self.launches: list[tuple[KernelLauncher, tuple, object]] = []
         self.scratch_bytes = 0
         self._offsets: dict[str, int] = {}  # scratch buffer -> byte offset
         self._sizes: dict[str, int] = {}  # scratch buffer -> bytes, a multiple of _ALIGN
@@ -106,12 +116,13 @@ class AscendPlan:
                 _OUT, n, kv_s0),
         }
         self._scratch_names: list[str] = []
+        launches: list[tuple[KernelLauncher, tuple]] = []
         for spec in specs:
             arguments = lists[spec.kernel]
             kernel = getattr(importlib.import_module(spec.module), spec.kernel)
             items = self.split.work_items if spec.kernel == "_window_piece_kernel" else n
             grid = (max(1, min(items, self.split.cores)),)
-            self.launches.append((KernelLauncher(kernel, grid, spec.constexprs, {}), arguments, ()))
+            launches.append((KernelLauncher(kernel, grid, spec.constexprs, {}), arguments))
             for a in arguments:
                 if isinstance(a, _Scratch) and a.name not in self._offsets:
                     self._offsets[a.name] = self.scratch_bytes
@@ -119,14 +130,25 @@ class AscendPlan:
                     self.scratch_bytes += self._sizes[a.name]
                     self._scratch_names.append(a.name)
             self.kernels.append(spec.kernel)
-        # For the integer-address path: the sources index [the 9 input addresses, out, scratch buffers].
+        # The integer-address path builds one pool a call: [the 9 input addresses, out's, the scratch
+        # buffers', then every launch's other arguments]; each launch takes its arguments from the
+        # pool with one ``itemgetter``.
         sources = {**{k: k for k in range(9)}, "out": 9,
                    **{name: 10 + j for j, name in enumerate(self._scratch_names)}}
-        self.launches = [
-            (launcher, arguments, tuple(
-                (pos, sources[a.index] if isinstance(a, _In) else sources["out"] if a is _OUT else sources[a.name])
-                for pos, a in enumerate(arguments) if isinstance(a, _In) or a is _OUT or isinstance(a, _Scratch)))
-            for launcher, arguments, _ in self.launches]
+        self._pool_constants: list = []
+        for launcher, arguments in launches:
+            picks = []
+            for a in arguments:
+                if isinstance(a, _In):
+                    picks.append(sources[a.index])
+                elif a is _OUT:
+                    picks.append(sources["out"])
+                elif isinstance(a, _Scratch):
+                    picks.append(sources[a.name])
+                else:
+                    picks.append(len(sources) + len(self._pool_constants))
+                    self._pool_constants.append(a)
+            self.launches.append((launcher, arguments, _picker(picks)))
         self._scratch_offsets = tuple(self._offsets[name] for name in self._scratch_names)
         self._compiled = False
 
@@ -148,12 +170,10 @@ class AscendPlan:
         scratch = stream_scratch(self.device, stream, -(-self.scratch_bytes // 4), 0)[0] if self.scratch_bytes else None
         if pointers is not None and self._takes_addresses():
             base = scratch.data_ptr() if scratch is not None else 0
-            values = [*pointers[:9], out.data_ptr(), *(base + off for off in self._scratch_offsets)]
-            for launcher, arguments, fills in self.launches:
-                filled = list(arguments)
-                for pos, source in fills:
-                    filled[pos] = values[source]
-                launcher.launch_compiled(stream, *filled)
+            pool = [*pointers[:9], out.data_ptr(), *[base + off for off in self._scratch_offsets],
+                    *self._pool_constants]
+            for launcher, _, pick in self.launches:
+                launcher.launch_compiled(stream, *pick(pool))
             return out
         tensors = (state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
                    cos_sin_cache, kv_slot_mapping, kv_cache)
