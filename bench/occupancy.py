@@ -12,15 +12,16 @@ the lower rungs. ``python -m bench`` measures; this only says how the work is de
 
 How each rung deals out the work (``ascend_kvc.stages``, ``ascend_kvc.stages.work_split``):
 
-* ``triton-quant`` (the default ``ascend``) and ``fused``, the ``ASCEND_PLANNED_STAGES``: each
-  window of C rows may be cut into ``pieces`` (``work_split.plan_split``), one work item per
-  piece, on ``min(cores, outputs * pieces)`` programs; ``work_split.occupancy`` is the model.
+* ``triton-quant`` (the default ``ascend``) and ``fused``, the ``ASCEND_PLANNED_STAGES``: one
+  output per work item, or, when that leaves cores idle, the windows laid end to end and cut into
+  one run of rows per program, each run one piece per window it touches
+  (``work_split.plan_split``); ``work_split.occupancy`` is the model.
 * every other rung: ``outputs * (512 // BLOCK_D)`` work items of equal size (C rows x BLOCK_D
   of the 512 dims, values and scores), on ``min(cores, work items)`` programs; ``block-d512``
   and ``byte-scatter`` are one output per item. ``pre-gather``'s ``index_select`` (a framework
   op) is left out: only its Triton scan is modelled.
 
-Program ``p`` takes items ``p, p + programs, ...`` in every kernel. ``busy`` is the share of
+Program ``p`` takes items ``p, p + programs, ...`` in every kernel but the split's piece gather. ``busy`` is the share of
 ``cores x the busiest program's bytes`` that holds work (1.0: every core reads as much as the
 busiest); ``max/mean`` is the busiest program's bytes over the mean of the programs launched.
 """
@@ -51,9 +52,9 @@ class OccupancyRow:
     outputs: int
     cores: int
     stage: str
-    split: bool  # the rung plans a window split (the pieces may still be 1)
-    items_per_output: int  # work items of one output: 512 // BLOCK_D, or the pieces of a split rung
-    pieces: int  # window pieces per output (1 for every rung that never splits)
+    split: bool  # the rung plans a window split (it may still keep whole windows)
+    items_per_output: int  # work items of one output: 512 // BLOCK_D, or the most pieces of a split window
+    pieces: int  # the most window pieces one program reads (split rungs; 1 for the others)
     work_items: int
     programs: int
     busy: float
@@ -99,7 +100,7 @@ def occupancy_rows(cases=None, cores: tuple[int, ...] = CORE_COUNTS, stages=None
                     split = plan_split(n, C, k)
                     occ = occupancy(split)
                     rows.append(OccupancyRow(
-                        f"R{r}-T{t}-C{C}", C, n, k, stage, True, split.pieces, split.pieces, split.work_items,
+                        f"R{r}-T{t}-C{C}", C, n, k, stage, True, split.pieces, occ.max_pieces, split.work_items,
                         occ.programs, occ.busy, occ.max_over_mean, occ.max_rows * ROW_BYTES,
                         occ.mean_rows * ROW_BYTES))
                 else:
@@ -130,13 +131,13 @@ def _cell(row: OccupancyRow) -> str:
 
 def format_table(rows: list[OccupancyRow]) -> str:
     """Markdown: one line per (case, cores), one column per group of rungs with "busy · max/mean"
-    (the split rungs also with their pieces per window)."""
+    (the split rungs also with the most window pieces one program reads)."""
     groups = _groups(rows)
     header = ["case", "outputs", "cores"]
     for first, stages in groups:
         names = ", ".join(f"`{s}`" for s in stages)
         if first.split:
-            header += [f"{names}: pieces per window", f"{names}: busy · max/mean"]
+            header += [f"{names}: most pieces a program", f"{names}: busy · max/mean"]
         else:
             items = "one output" if first.items_per_output == 1 else f"1/{first.items_per_output} output"
             header.append(f"{names} ({items} per item): busy · max/mean")

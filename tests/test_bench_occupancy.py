@@ -57,8 +57,8 @@ def test_planned_rungs_are_the_planners_split(rows):
         if r.stage in ASCEND_PLANNED_STAGES:
             split = plan_split(r.outputs, r.compress_ratio, r.cores)
             occ = occupancy(split)
-            assert (r.pieces, r.programs, r.busy, r.max_over_mean) == (split.pieces, occ.programs, occ.busy,
-                                                                       occ.max_over_mean)
+            assert (r.items_per_output, r.pieces, r.programs, r.busy, r.max_over_mean) == (
+                split.pieces, occ.max_pieces, occ.programs, occ.busy, occ.max_over_mean)
 
 
 def test_one_output_per_item_leaves_cores_idle_where_the_split_does_not(rows):

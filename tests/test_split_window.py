@@ -43,6 +43,18 @@ def test_split_and_unsplit_windows_match_the_oracle(route, n_cores, block_size, 
 
 
 @pytest.mark.parametrize("route", PLANNED)
+def test_runs_that_hold_several_windows_match_the_oracle(route, cores):
+    """7 outputs on 3 cores: each run is 2 1/3 windows long, so a program pools the end of one
+    window, a whole window and the start of a third, and the merge takes each window's pieces
+    from the right slots."""
+    cores(3)
+    w = general_case(128, 5, seed=3, num_reqs=1, outputs_per_req=7, device=DEVICE)
+    split = plan_split(w.boundary_token_indices.numel(), 128, 3)
+    assert split.split and split.programs == 3 and split.piece_slots == 3, split
+    run_and_check(w, route, validate=False)
+
+
+@pytest.mark.parametrize("route", PLANNED)
 def test_split_c512_bf16_state(route, cores):
     cores(48)
     w = general_case(512, 16, seed=48, num_reqs=1, outputs_per_req=2, device=DEVICE, state_dtype=torch.bfloat16)

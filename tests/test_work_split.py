@@ -14,11 +14,6 @@ from ascend_kvc.workloads import OFFICIAL_CASES
 TARGET_CORES = (40, 48)  # the vector-core counts the planner is tuned for
 
 
-def _items_per_program(split) -> list[int]:
-    """Work items of each program: program ``p`` takes items ``p, p + programs, ...``."""
-    return [len(range(p, split.work_items, split.programs)) for p in range(split.programs)]
-
-
 @pytest.mark.parametrize("cores", TARGET_CORES)
 @pytest.mark.parametrize("case", OFFICIAL_CASES, ids=lambda c: "R{}-T{}-C{}".format(*c))
 def test_planned_rungs_keep_the_cores_busy_on_every_official_case(case, cores):
@@ -38,32 +33,57 @@ def test_the_planned_rungs_are_the_default_and_fused():
 @pytest.mark.parametrize("outputs", [1, 2, 4, 8])
 def test_few_outputs_at_c512_give_every_core_work(outputs, cores):
     split = plan_split(outputs, 512, cores)
-    items = _items_per_program(split)
-    assert split.programs == cores, split
-    assert min(items) >= 1, (split, items)
-    sizes = [last - first + 1 for first, last in map(split.piece_rows, range(split.pieces))]
-    assert min(sizes) >= 1, (split, sizes)  # an item of an empty piece would be no work
+    assert split.split and split.programs == cores, split
+    rows = [sum(last - first + 1 for _, first, last in split.pieces_of(p)) for p in range(cores)]
+    assert min(rows) >= MIN_PIECE_ROWS, (split, rows)
+    assert max(rows) - min(rows) <= 1, (split, rows)  # runs differ by a row at most
 
 
 CORE_GRID = (1, 3, 20, 24, 40, 48, 1056)
-OUTPUT_GRID = (1, 2, 3, 5, 8, 16, 39, 40, 41, 64, 100, 256, 1024)
+OUTPUT_GRID = (1, 2, 3, 5, 7, 8, 16, 39, 40, 41, 64, 100, 256, 1024)
 RATIO_GRID = (1, 7, 8, 9, 64, 100, 128, 256, 512)
 
 
-@pytest.mark.parametrize("C", RATIO_GRID)
-def test_pieces_cover_the_window_exactly(C):
+def _splits(C):
     for cores in CORE_GRID:
         for outputs in OUTPUT_GRID:
-            split = plan_split(outputs, C, cores)
-            assert 1 <= split.pieces <= max(1, C // MIN_PIECE_ROWS), split
-            spans = [split.piece_rows(k) for k in range(split.pieces)]
-            assert spans[0][0] == 0 and spans[-1][1] == C - 1, (split, spans)
-            for (_, last), (first, _) in zip(spans, spans[1:]):
-                assert first == last + 1, (split, spans)  # contiguous and disjoint
-            covered = [row for first, last in spans for row in range(first, last + 1)]
-            assert covered == list(range(C)), split  # the union is 0..C-1, each row once
-            if C // MIN_PIECE_ROWS >= split.pieces:
-                assert min(last - first + 1 for first, last in spans) >= MIN_PIECE_ROWS, (split, spans)
+            yield plan_split(outputs, C, cores)
+
+
+@pytest.mark.parametrize("C", RATIO_GRID)
+def test_pieces_cover_every_window_row_once(C):
+    for split in _splits(C):
+        assert 1 <= split.programs <= split.cores, split
+        if not split.split:
+            continue
+        seen = {}
+        for p in range(split.programs):
+            pieces = split.pieces_of(p)
+            assert pieces and len(pieces) <= split.piece_slots, (split, p, pieces)
+            assert sum(last - first + 1 for _, first, last in pieces) >= min(MIN_PIECE_ROWS, C), (split, p)
+            for o, first, last in pieces:
+                assert 0 <= o < split.num_outputs and 0 <= first <= last < C, (split, p, pieces)
+                for row in range(first, last + 1):
+                    assert (o, row) not in seen, (split, p, o, row)
+                    seen[(o, row)] = p
+        assert len(seen) == split.num_outputs * C, split  # with the check above: each row exactly once
+
+
+@pytest.mark.parametrize("C", RATIO_GRID)
+def test_the_merge_finds_each_windows_pieces(C):
+    """The merge computes, per output, the programs whose runs hold its first and last rows and
+    the slot of each piece; recount both from the pieces each program reads."""
+    for split in _splits(C):
+        if not split.split:
+            continue
+        holders = {}
+        for p in range(split.programs):
+            for j, (o, _, _) in enumerate(split.pieces_of(p)):
+                holders.setdefault(o, []).append((p, j))
+        for o in range(split.num_outputs):
+            programs = [p for p, _ in holders[o]]
+            assert programs == list(range(split.first_program(o), split.last_program(o) + 1)), (split, o)
+            assert all(j == 0 for _, j in holders[o][1:]), (split, o, holders[o])  # later runs start inside o
 
 
 def test_occupancy_counts_every_row_once():
@@ -76,15 +96,29 @@ def test_occupancy_counts_every_row_once():
             assert 0 < occ.busy <= 1 and occ.max_over_mean >= 1
 
 
-def test_starts_from_the_most_pieces_that_fit_one_round():
-    # 256 outputs on 528 cores: 2 pieces fill one round (0.97 busy); 3 would need a second round.
+def test_runs_keep_each_programs_pieces_few():
+    # 32 outputs of 256 rows on 40 cores: runs of 204.8 rows touch at most 2 windows each, where 5
+    # equal pieces a window dealt round-robin would give each program 4
+    split = plan_split(32, 256, 40)
+    assert split.split and occupancy(split).max_pieces == 2 == split.piece_slots, split
+    # runs longer than a window: 64 outputs of 128 rows on 40 cores, at most 3 windows a run
+    assert occupancy(plan_split(64, 128, 40)).max_pieces == 3
+
+
+def test_whole_windows_when_they_share_out():
+    # 256 outputs on 528 cores: 512 programs, two to a window, one piece each (0.97 of the cores)
     split = plan_split(256, 128, 528)
-    assert split.pieces == 2 and occupancy(split).busy >= BUSY_TARGET, split
+    assert split.split and split.programs == 512 and occupancy(split).max_pieces == 1, split
+    assert occupancy(split).busy >= BUSY_TARGET
 
 
-def test_min_piece_rows_bounds_the_pieces():
+def test_no_split_when_whole_windows_keep_the_cores_busy():
+    split = plan_split(1024, 128, 40)  # 26 rounds, the last 24 of 40 busy: 0.985
+    assert not split.split and split.programs == 40 and split.piece_slots == 1, split
+
+
+def test_min_piece_rows_bounds_the_runs():
     split = plan_split(32, 256, 528, min_piece_rows=32)
-    assert split.pieces == 8, split
-    assert all(last - first + 1 >= 32 for first, last in (split.piece_rows(k) for k in range(split.pieces)))
+    assert split.programs == 256 and split.pieces == 8 and occupancy(split).max_pieces == 1, split
     with pytest.raises(ValueError, match="min_piece_rows"):
         plan_split(32, 256, 528, min_piece_rows=0)

@@ -21,10 +21,10 @@ bytes leave it. Rungs up to ``block-d512`` finalize with framework tensor ops an
 with framework ops and copies the bytes with a pure-uint8 Triton scatter: 12 device launches, no
 host sync. ``triton-quant`` (the default ``ascend`` route) keeps that design in 3 launches: the
 gather writes the real bf16 tensor itself, one Triton kernel quantises it, the same scatter copies
-the bytes. ``fused`` does all of it in one kernel, one launch. The last two split each window
-across vector cores when the outputs are too few for the cores (``work_split`` decides; the piece
-gather and the merge of ``split_window``, one more launch) and run through a cached launch plan
-(``plan``).
+the bytes. ``fused`` does all of it in one kernel, one launch. The last two split the windows'
+rows into one equal run per vector core when whole windows would leave cores idle
+(``work_split`` decides; the piece gather and the merge of ``split_window``, one more launch)
+and run through a cached launch plan (``plan``).
 
 ``kernel_specializations`` is the one place that decides the kernels and constexprs of a stage:
 the launchers below run exactly what it returns, and the Ascend lowering audit compiles exactly
@@ -201,8 +201,8 @@ def kernel_specializations(
 ) -> list[KernelSpec]:
     """The Triton kernels ``ascend:<stage>`` launches for this input, in launch order.
 
-    ``split``: the call's windows are cut into pieces (``work_split.plan_split`` decides; only
-    the ``ASCEND_PLANNED_STAGES`` split): a piece gather and a merge replace the gather.
+    ``split``: the call's windows are cut into runs of rows (``work_split.plan_split`` decides;
+    only the ``ASCEND_PLANNED_STAGES`` split): a piece gather and a merge replace the gather.
 
     Pointer types are those of the official dtypes (int32 block table and request ids, int64
     positions, boundaries and slots, bf16 norm weight, fp32 cos/sin, uint8 cache) with the state

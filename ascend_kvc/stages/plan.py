@@ -28,9 +28,9 @@ from ..layout import HEAD_DIM, NOPE_DIM, NOPE_GROUPS, SLOTS_PER_PAGE
 from .split_window import STATE_FLOATS
 from .work_split import MIN_PIECE_ROWS, plan_split
 
-# Fewest window rows a piece reads on a GPU, where four programs share an SM: pieces of one 8-row
-# block (16-33 a window) measured 9-15% slower on an H200 than pieces of 32 rows or more (4-16)
-# on the 8192-token cases. ASCEND_KVC_VECTOR_CORES (a 910B's view) keeps MIN_PIECE_ROWS.
+# Fewest window rows a program of a split reads on a GPU, where four programs share an SM: pieces
+# of one 8-row block (16-33 a window) measured 9-15% slower on an H200 than pieces of 32 rows or
+# more (4-16) on the 8192-token cases. ASCEND_KVC_VECTOR_CORES (a 910B's view) keeps MIN_PIECE_ROWS.
 GPU_MIN_PIECE_ROWS = 32
 
 _ALIGN = 64  # bytes between scratch buffers: every buffer keeps Triton's 16-byte pointer specialisation
@@ -94,11 +94,12 @@ class AscendPlan:
         num_tokens, num_slots = args.token_to_req.shape[0], args.kv_cache.shape[0] * SLOTS_PER_PAGE
         table = (n, num_tokens, bt.shape[0], bt.shape[1], st.shape[0], num_slots, cs.shape[0], bs,
                  st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1))
-        merge_shape = (n, self.split.pieces, num_tokens, bt.shape[0], bt.shape[1], num_slots, cs.shape[0], bs,
+        programs, slots = self.split.programs, self.split.piece_slots
+        merge_shape = (n, programs, slots, num_tokens, bt.shape[0], bt.shape[1], num_slots, cs.shape[0], bs,
                        cs.stride(0), cs.stride(1))
         eps = args.rms_norm_eps
         part, y, slot = _Scratch("part", torch.float32), _Scratch("y", torch.int16), _Scratch("slot", torch.int64)
-        sizes = {"part": self.split.work_items * (STATE_FLOATS + 1) * 4, "y": n * HEAD_DIM * 2, "slot": n * 8,
+        sizes = {"part": programs * slots * (STATE_FLOATS + 1) * 4, "y": n * HEAD_DIM * 2, "slot": n * 8,
                  "rope_pos": n * 8, "nope": n * NOPE_DIM, "scale": n * NOPE_GROUPS * 4}
         lists = {
             "_block_gather_softmax_kernel": (
@@ -107,7 +108,7 @@ class AscendPlan:
             "_fused_compress_kernel": (
                 STATE, *_INDEX_ARGS, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),
                 kv_s0, eps),
-            "_window_piece_kernel": (STATE, *_INDEX_ARGS, BLOCK_TABLE, part, n, self.split.pieces, *table[1:]),
+            "_window_piece_kernel": (STATE, *_INDEX_ARGS, BLOCK_TABLE, part, n, programs, slots, *table[1:]),
             "_merge_to_slot_kernel": (part, *_INDEX_ARGS, WEIGHT, COS_SIN, _OUT, *merge_shape, kv_s0, eps),
             "_merge_to_bf16_kernel": (part, *_INDEX_ARGS, WEIGHT, COS_SIN, y, slot, *merge_shape, eps),
             "_quantize_bf16_kernel": (y, slot, _Scratch("nope", torch.int8), _Scratch("scale", torch.int32), n),
@@ -120,8 +121,8 @@ class AscendPlan:
         for spec in specs:
             arguments = lists[spec.kernel]
             kernel = getattr(importlib.import_module(spec.module), spec.kernel)
-            items = self.split.work_items if spec.kernel == "_window_piece_kernel" else n
-            grid = (max(1, min(items, self.split.cores)),)
+            # the piece gather: one run of rows per program; the others: persistent, one output at a time
+            grid = (programs if spec.kernel == "_window_piece_kernel" else max(1, min(n, self.split.cores)),)
             launches.append((KernelLauncher(kernel, grid, spec.constexprs, {}), arguments))
             for a in arguments:
                 if isinstance(a, _Scratch) and a.name not in self._offsets:

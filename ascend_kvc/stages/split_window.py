@@ -1,12 +1,14 @@
-"""The work split of the default and ``fused`` rungs: window pieces, then a merge (two launches).
+"""The work split of the default and ``fused`` rungs: runs of window rows, then a merge (two launches).
 
-When there are too few outputs to keep every vector core busy (``work_split.plan_split``), each
-window of ``C`` rows is cut into ``pieces`` runs of near-equal length (piece ``k`` starts at
-window row ``k * C // pieces``). ``_window_piece_kernel`` pools one piece per work item with the
+When one window per program would leave vector cores idle (``work_split.plan_split``), the
+call's windows are laid end to end, ``num_outputs * C`` rows in output order, and program ``p``
+of ``programs`` reads the run ``[p * R // programs, (p + 1) * R // programs)`` of them. A run is
+one piece per window it touches: ``_window_piece_kernel`` pools each piece with the
 block-centric window loop of ``block_gather.pool_window`` (one block-table lookup per physical
-block, ``[ROW_TILE, 512]`` row tiles) and leaves the piece's softmax state in scratch. A second
-launch merges each output's pieces and ends the way the unsplit rung does:
-``_merge_to_slot_kernel`` with ``slot_bytes.store_pooled_slot_bytes`` (``fused``), or
+block, ``[ROW_TILE, 512]`` row tiles) and leaves the piece's softmax state in scratch slot
+``p * piece_slots + j`` (the run's ``j``-th piece). A second launch merges each output's pieces,
+those of the programs whose runs hold its first to its last row, and ends the way the unsplit
+rung does: ``_merge_to_slot_kernel`` with ``slot_bytes.store_pooled_slot_bytes`` (``fused``), or
 ``_merge_to_bf16_kernel`` with the real bf16 tensor the default's quantise kernel reads.
 
 No cross-core atomics and no ordering between programs of one launch: the merge runs only after
@@ -31,18 +33,19 @@ def _window_piece_kernel(
     state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
     boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
     block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
-    part_ptr,  # out, [num_outputs * pieces, 3, 512] float32 states, then [num_outputs * pieces] bad-block counts
-    num_outputs, pieces, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
-    state_s0, state_s1, state_s2, bt_s0, bt_s1,
+    part_ptr,  # out, [programs * piece_slots, 3, 512] float32 states, then as many bad-block counts
+    num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos,
+    block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    num_programs = tl.num_programs(0)
     dims = tl.arange(0, 512)
-    num_items = num_outputs * pieces
-    for item in range(pid, num_items, num_programs):
-        i = item // pieces
-        k = item - i * pieces
+    total = tl.cast(num_outputs, tl.int64) * C  # the windows' rows laid end to end
+    first = (pid * total // programs).to(tl.int32)  # this program's run: rows [first, end)
+    end = ((pid + 1) * total // programs).to(tl.int32)
+    first_output = first // C
+    bad_counts = part_ptr + tl.cast(programs * piece_slots, tl.int64) * 1536
+    for i in range(first_output, (end - 1) // C + 1):  # one piece per window the run touches
         ok, req, pos, slot = resolve_output(
             i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
             num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
@@ -53,52 +56,61 @@ def _window_piece_kernel(
         if ok:
             t0 = pos - C + 1
             m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks,
-                                           t0 + (k * C) // pieces, t0 + ((k + 1) * C) // pieces - 1, block_size,
-                                           dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
+                                           t0 + tl.maximum(first - i * C, 0), t0 + tl.minimum(end - i * C, C) - 1,
+                                           block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
                                            ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD)
-        state = part_ptr + tl.cast(item, tl.int64) * 1536 + dims
+        piece = pid * piece_slots + (i - first_output)
+        state = part_ptr + tl.cast(piece, tl.int64) * 1536 + dims
         tl.store(state, m)
         tl.store(state + 512, l)
         tl.store(state + 1024, acc)
-        tl.store(part_ptr + tl.cast(num_items, tl.int64) * 1536 + item, n_bad.to(tl.float32))
+        tl.store(bad_counts + piece, n_bad.to(tl.float32))
 
 
 @triton.jit
-def merge_pieces(part_ptr, i, pieces, num_items, dims, MERGE_ROWS: tl.constexpr):
-    """Output ``i``'s pooled ``c [512]`` from its ``pieces`` states, and its bad-block count.
+def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.constexpr, MERGE_ROWS: tl.constexpr):
+    """Output ``i``'s pooled ``c [512]`` from its pieces' states, and its bad-block count.
 
-    ``MERGE_ROWS`` piece states at a time, as ``[MERGE_ROWS, 512]`` tiles, fold into the running
-    max, denominator and numerator with the online-softmax rescaling; every piece of a valid
-    output holds at least one row, so its max is finite. Offsets within the output's states stay
-    int32; only the output's base is int64.
+    The pieces are those of the programs ``first_program`` to ``last_program``, whose runs hold the
+    window's first and last rows: slot ``j`` of the first (its run may start in an earlier
+    window), then slot 0 of each later one (their runs start inside this window), ``piece_slots``
+    states apart. The first state starts the running max, denominator and numerator; the later
+    ones fold in ``MERGE_ROWS`` at a time, as strided ``[MERGE_ROWS, 512]`` tiles, with the
+    online-softmax rescaling. Every piece of a valid output holds at least one row, so its max is
+    finite.
     """
-    first = tl.cast(i, tl.int64) * pieces
-    states = part_ptr + first * 1536
-    bad_ptr = part_ptr + tl.cast(num_items, tl.int64) * 1536 + first
-    rows = tl.arange(0, MERGE_ROWS)
-    mx = tl.full([512], float("-inf"), tl.float32)
-    den = tl.zeros([512], tl.float32)
-    num = tl.zeros([512], tl.float32)
-    bad = 0.0
-    for k0 in range(0, pieces, MERGE_ROWS):
-        k = k0 + rows  # [MERGE_ROWS]
-        live = (k < pieces)[:, None]
-        state = states + k[:, None] * 1536 + dims[None, :]  # [MERGE_ROWS, 512]
-        m_k = tl.load(state, mask=live, other=float("-inf"))
+    total = tl.cast(num_outputs, tl.int64) * C
+    row = tl.cast(i, tl.int64) * C  # the window's first row, windows laid end to end
+    first_program = (((row + 1) * programs - 1) // total).to(tl.int32)
+    last_program = (((row + C) * programs - 1) // total).to(tl.int32)
+    first_piece = first_program * piece_slots + i - (first_program * total // programs).to(tl.int32) // C
+    bad_counts = part_ptr + tl.cast(programs * piece_slots, tl.int64) * 1536
+    state = part_ptr + tl.cast(first_piece, tl.int64) * 1536 + dims
+    mx = tl.load(state)
+    den = tl.load(state + 512)
+    num = tl.load(state + 1024)
+    bad = tl.load(bad_counts + first_piece)
+    lanes = tl.arange(0, MERGE_ROWS)
+    for p0 in range(first_program + 1, last_program + 1, MERGE_ROWS):
+        live = p0 + lanes <= last_program  # [MERGE_ROWS] programs p0, p0 + 1, ...
+        piece = lanes * piece_slots  # their slot 0, relative to program p0's
+        base = tl.cast(p0 * piece_slots, tl.int64)
+        states = part_ptr + base * 1536 + piece[:, None] * 1536 + dims[None, :]  # [MERGE_ROWS, 512]
+        m_k = tl.load(states, mask=live[:, None], other=float("-inf"))
         m_new = tl.maximum(mx, tl.max(m_k, axis=0))
         alpha = tl.exp(mx - m_new)
-        beta = tl.exp(m_k - m_new[None, :])  # 0 for rows past the last piece
-        den = den * alpha + tl.sum(tl.load(state + 512, mask=live, other=0.0) * beta, axis=0)
-        num = num * alpha + tl.sum(tl.load(state + 1024, mask=live, other=0.0) * beta, axis=0)
+        beta = tl.exp(m_k - m_new[None, :])  # 0 for lanes past the last piece
+        den = den * alpha + tl.sum(tl.load(states + 512, mask=live[:, None], other=0.0) * beta, axis=0)
+        num = num * alpha + tl.sum(tl.load(states + 1024, mask=live[:, None], other=0.0) * beta, axis=0)
         mx = m_new
-        bad += tl.sum(tl.load(bad_ptr + k, mask=k < pieces, other=0.0), axis=0)
+        bad += tl.sum(tl.load(bad_counts + base + piece, mask=live, other=0.0), axis=0)
     return num / den, bad
 
 
 @triton.jit
 def merge_output(
     part_ptr, i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-    num_outputs, pieces, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
+    num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
     C: tl.constexpr, MERGE_ROWS: tl.constexpr,
 ):
     """Output ``i`` resolved and its pieces merged: ``(ok, pos, slot, c [512], bad)``. A skipped
@@ -109,7 +121,7 @@ def merge_output(
     c = tl.zeros([512], tl.float32)
     bad = 1.0
     if ok:
-        c, bad = merge_pieces(part_ptr, i, pieces, num_outputs * pieces, tl.arange(0, 512), MERGE_ROWS)
+        c, bad = merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, tl.arange(0, 512), C, MERGE_ROWS)
     return ok, pos, slot, c, bad
 
 
@@ -120,7 +132,7 @@ def _merge_to_slot_kernel(
     weight_ptr,  # in, [512], bfloat16/float32, unit stride
     cos_sin_ptr,  # in, [max_pos, 64], float32
     kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
-    num_outputs, pieces, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
+    num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
     cs_s0, cs_s1, kv_s0, eps,
     C: tl.constexpr, MERGE_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr,
     SCALE_REGION: tl.constexpr, SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
@@ -129,8 +141,8 @@ def _merge_to_slot_kernel(
     num_programs = tl.num_programs(0)
     for i in range(pid, num_outputs, num_programs):
         ok, pos, slot, c, bad = merge_output(
-            part_ptr, i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_outputs, pieces,
-            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C, MERGE_ROWS)
+            part_ptr, i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_outputs, programs,
+            piece_slots, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C, MERGE_ROWS)
         if ok & (bad == 0):
             store_pooled_slot_bytes(c, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0,
                                     C, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)
@@ -144,7 +156,7 @@ def _merge_to_bf16_kernel(
     cos_sin_ptr,  # in, [max_pos, 64], float32
     y_bf16_ptr,  # out, [num_outputs, 512], int16: the bits of bf16(y), RoPE dims rotated
     slot_out_ptr,  # out, [num_outputs], int64: destination slot, -1 = skip
-    num_outputs, pieces, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
+    num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
     cs_s0, cs_s1, eps,
     C: tl.constexpr, MERGE_ROWS: tl.constexpr,
 ):
@@ -152,8 +164,8 @@ def _merge_to_bf16_kernel(
     num_programs = tl.num_programs(0)
     for i in range(pid, num_outputs, num_programs):
         ok, pos, slot, c, bad = merge_output(
-            part_ptr, i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_outputs, pieces,
-            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C, MERGE_ROWS)
+            part_ptr, i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_outputs, programs,
+            piece_slots, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C, MERGE_ROWS)
         if ok:  # a skipped output's row is never read
             store_rotated_bf16(c, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok,
                                y_bf16_ptr + tl.cast(i, tl.int64) * 512)

@@ -1,56 +1,101 @@
 """How the Ascend rungs that users run (the default and ``fused``) share a call among vector cores.
 
-A persistent grid of ``P`` programs (one per vector core on an NPU) loops over work items. With
-one item per output, ``P`` cores are all busy only when the outputs are many and share out
-evenly: 16 outputs on 40 cores leave 24 idle, and 64 outputs on 40 cores take two rounds of
-which the second keeps 24 cores busy. So each window of ``C`` rows may be split into ``pieces``
-near-equal runs of rows, one work item each (``output * pieces + piece``); a second kernel then
-merges each output's piece states (running max, sum and weighted sum per dimension) and ends as
-the unsplit kernel would. The planner takes the fewest pieces that keep at least ``BUSY_TARGET``
-of the core-time busy: pieces cost a 6 KiB state written and read again, and one more launch.
+Unsplit, a persistent grid of ``P`` programs (one per vector core on an NPU) loops over the
+outputs, one whole window each. That keeps every core busy only when the outputs are many and
+share out evenly: 16 outputs on 40 cores leave 24 idle, and 64 outputs on 40 cores take two rounds
+of which the second keeps 24 cores busy.
 
-The model counts the bytes of state rows each program reads (the memory-bound work; merge and
-index reads are small beside it) and assumes a core's time is proportional to its bytes. It is
-a model, not a measurement: ``occupancy`` reports what it predicts, and the benchmark reports
-what a device measured.
+Split, the call's windows are laid end to end, ``num_outputs * C`` rows in output order, and
+program ``p`` of ``P`` reads the contiguous run ``[p * R // P, (p + 1) * R // P)`` of them
+(``R = num_outputs * C``). Every program then reads the same number of rows, give or take one, and
+a run that crosses the end of a window becomes two *pieces*: one per window it touches. Each
+piece leaves its softmax state (running max, sum and weighted sum per dimension) in slot
+``p * piece_slots + j`` (the program's ``j``-th piece), and a second kernel merges each output's
+pieces, which come from the programs ``first_program(o)`` to ``last_program(o)``.
+
+Every piece costs a fixed amount besides its rows: the chain of index and block-table reads before
+its first row, and a 6 KiB state written and read again. Runs keep pieces few: a program reads
+at most ``ceil(run / C) + 1`` of them, against the ``ceil(outputs * pieces / P)`` of a round-robin
+deal of equal pieces. When whole windows already share out over the programs (``P`` a multiple of
+the outputs), the runs are equal pieces of one window each.
+
+The model counts the rows of state each program reads (the memory-bound work; merge and index
+reads are small beside it) and assumes a core's time is proportional to its rows. It is a model,
+not a measurement: ``occupancy`` reports what it predicts, and the benchmark reports what a device
+measured.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Keep at least this share of the cores' time busy; fewer pieces when it is already met. A piece
-# costs 6 KiB written and read against the 4 KiB per fp32 row it saves a core; at 0.95, 256
-# outputs on 40 cores (0.914 busy unsplit) take two pieces each (0.985).
+# Keep at least this share of the cores' time busy without splitting; split otherwise. At 0.95,
+# 256 outputs on 40 cores (0.914 busy unsplit) split, 1024 (0.985) do not.
 BUSY_TARGET = 0.95
-# A piece reads at least this many window rows: a piece's state (3 x 512 fp32, 6 KiB) is written
-# once and read once by the merge, against 4 KiB per fp32 row (values + scores) read by the piece.
+# A program of a split reads at least this many rows: a piece's state (3 x 512 fp32, 6 KiB) is
+# written once and read once by the merge, against 4 KiB per fp32 row (values + scores) it reads.
 MIN_PIECE_ROWS = 8
 
 
 @dataclass(frozen=True)
 class WorkSplit:
-    """One call's work split: ``pieces`` per output, on a grid of ``programs``."""
+    """One call's work split: ``programs`` programs, each one output at a time (``split`` false)
+    or each a run of rows of the windows laid end to end (``split`` true)."""
 
     num_outputs: int
     compress_ratio: int
     cores: int  # the vector cores the split is planned for
-    pieces: int  # window pieces per output; 1 = no split, no merge launch
-    programs: int  # persistent programs of the (piece) gather grid
+    programs: int  # persistent programs of the gather (or piece gather) grid
+    split: bool  # windows cut into runs: a piece gather, then a merge launch
 
     @property
-    def split(self) -> bool:
-        return self.pieces > 1
+    def total_rows(self) -> int:
+        return self.num_outputs * self.compress_ratio
+
+    def run(self, program: int) -> tuple[int, int]:
+        """``[first, end)`` rows of the windows laid end to end that ``program`` reads, as the
+        kernels compute them."""
+        R, P = self.total_rows, self.programs
+        return program * R // P, (program + 1) * R // P
+
+    def pieces_of(self, program: int) -> list[tuple[int, int, int]]:
+        """``(output, first, last)`` window rows (0 = a window's first row) of each piece of
+        ``program``, in the order the piece gather reads them."""
+        C = self.compress_ratio
+        first, end = self.run(program)
+        if end <= first:
+            return []
+        return [(o, max(first, o * C) - o * C, min(end, o * C + C) - o * C - 1)
+                for o in range(first // C, (end - 1) // C + 1)]
+
+    @property
+    def piece_slots(self) -> int:
+        """State slots per program: the most pieces one program reads (1 when unsplit)."""
+        if not self.split:
+            return 1
+        return max(len(self.pieces_of(p)) for p in range(self.programs))
+
+    def first_program(self, output: int) -> int:
+        """The program that reads ``output``'s first window row (as the merge computes it)."""
+        return ((output * self.compress_ratio + 1) * self.programs - 1) // self.total_rows
+
+    def last_program(self, output: int) -> int:
+        """The program that reads ``output``'s last window row (as the merge computes it)."""
+        return ((output + 1) * self.compress_ratio * self.programs - 1) // self.total_rows
+
+    @property
+    def pieces(self) -> int:
+        """The most pieces one window is cut into (1 when unsplit)."""
+        if not self.split:
+            return 1
+        return max(self.last_program(o) - self.first_program(o) + 1 for o in range(self.num_outputs))
 
     @property
     def work_items(self) -> int:
-        return self.num_outputs * self.pieces
-
-    def piece_rows(self, piece: int) -> tuple[int, int]:
-        """``(first, last)`` window row (0 = the window's first row) of ``piece``, as the kernels
-        compute them: ``piece * C // pieces`` up to the next piece's first row."""
-        C, S = self.compress_ratio, self.pieces
-        return piece * C // S, (piece + 1) * C // S - 1
+        """Windows (unsplit) or pieces (split) that the gather reads."""
+        if not self.split:
+            return self.num_outputs
+        return sum(len(self.pieces_of(p)) for p in range(self.programs))
 
 
 @dataclass(frozen=True)
@@ -62,54 +107,40 @@ class Occupancy:
     programs: int
     max_rows: int
     mean_rows: float
+    max_pieces: int  # the most window pieces (each with its fixed cost) one program reads
 
 
 def occupancy(split: WorkSplit) -> Occupancy:
-    """Rows each program of ``split``'s gather reads, item by item as the grid loop hands them out
-    (program ``p`` takes items ``p, p + programs, ...``)."""
-    rows = [0] * split.programs
-    sizes = [last - first + 1 for first, last in (split.piece_rows(k) for k in range(split.pieces))]
-    for item in range(split.work_items):
-        rows[item % split.programs] += sizes[item % split.pieces]
+    """Rows each program of ``split``'s gather reads: whole windows dealt round-robin (program
+    ``p`` takes outputs ``p, p + programs, ...``) or, split, its run of rows."""
+    if split.split:
+        rows = [sum(last - first + 1 for _, first, last in split.pieces_of(p)) for p in range(split.programs)]
+        pieces = [len(split.pieces_of(p)) for p in range(split.programs)]
+    else:
+        pieces = [len(range(p, split.num_outputs, split.programs)) for p in range(split.programs)]
+        rows = [k * split.compress_ratio for k in pieces]
     total = sum(rows)
     busiest = max(rows)
     mean = total / split.programs
-    return Occupancy(busy=total / (split.cores * busiest), max_over_mean=busiest / mean,
-                     programs=split.programs, max_rows=busiest, mean_rows=mean)
-
-
-def _split(num_outputs: int, C: int, cores: int, pieces: int) -> WorkSplit:
-    return WorkSplit(num_outputs, C, cores, pieces, max(1, min(cores, num_outputs * pieces)))
+    return Occupancy(busy=total / (split.cores * busiest) if busiest else 0.0, max_over_mean=busiest / mean if mean else 1.0,
+                     programs=split.programs, max_rows=busiest, mean_rows=mean, max_pieces=max(pieces))
 
 
 def plan_split(num_outputs: int, compress_ratio: int, cores: int,
                min_piece_rows: int = MIN_PIECE_ROWS) -> WorkSplit:
-    """No split when one item per output keeps ``BUSY_TARGET`` of ``cores`` busy; otherwise the
-    fewest pieces per window (at least ``min_piece_rows`` rows each, and at first as many as still
-    fit one round of the cores) that reach it; the busiest split if none does."""
+    """No split when one window per program keeps ``BUSY_TARGET`` of ``cores`` busy. Otherwise
+    runs of rows on ``P = min(cores, rows // min_piece_rows)`` programs, or on the largest multiple
+    of the outputs up to ``P`` when that keeps ``BUSY_TARGET`` of ``P`` (one piece a program)."""
     if num_outputs < 0 or compress_ratio < 1 or cores < 1 or min_piece_rows < 1:
         raise ValueError(f"need num_outputs >= 0, compress_ratio >= 1, cores >= 1, min_piece_rows >= 1; got "
                          f"{num_outputs}, {compress_ratio}, {cores}, {min_piece_rows}")
-    if num_outputs == 0:
-        return _split(0, compress_ratio, cores, 1)
-    max_pieces = max(1, compress_ratio // min_piece_rows)
-    best = _split(num_outputs, compress_ratio, cores, 1)
-    best_busy = occupancy(best).busy
-    if best_busy >= BUSY_TARGET:
-        return best  # one item per output already keeps the cores busy: no merge launch
-    # Otherwise start from the most pieces that still fit one round of the cores (at least two),
-    # where the rows allow: 256 outputs on 528 cores take 2 pieces (0.97 busy), not 3 (0.73).
-    pieces = min(max_pieces, max(2, cores // num_outputs))
-    candidate = _split(num_outputs, compress_ratio, cores, pieces)
-    busy = occupancy(candidate).busy
-    if busy > best_busy:
-        best, best_busy = candidate, busy
-    while best_busy < BUSY_TARGET and pieces < max_pieces:
-        pieces += 1
-        if num_outputs * (pieces - 1) >= cores * 64:
-            break  # many rounds already; balance cannot get much better
-        candidate = _split(num_outputs, compress_ratio, cores, pieces)
-        busy = occupancy(candidate).busy
-        if busy > best_busy + 1e-9:
-            best, best_busy = candidate, busy
-    return best
+    n, C = num_outputs, compress_ratio
+    unsplit = WorkSplit(n, C, cores, max(1, min(cores, n)), False)
+    if n == 0 or occupancy(unsplit).busy >= BUSY_TARGET:
+        return unsplit
+    programs = min(cores, max(1, n * C // min_piece_rows))
+    whole = n * (programs // n)  # every program inside one window: one piece each
+    if whole >= BUSY_TARGET * programs:
+        programs = whole
+    split = WorkSplit(n, C, cores, programs, True)
+    return split if occupancy(split).busy > occupancy(unsplit).busy else unsplit
