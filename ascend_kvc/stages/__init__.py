@@ -12,7 +12,7 @@ The rungs, bottom first, and the modules of this package that run them:
 | ``block-d256`` | ``block_gather`` (BLOCK_D 256), ``finalize`` |
 | ``block-d512`` | ``block_gather`` (BLOCK_D 512, the RMSNorm too), ``finalize`` |
 | ``byte-scatter`` | ``block_gather`` (the RoPE rotation too), ``finalize``, ``scatter`` |
-| ``triton-quant`` | ``block_gather`` (bf16 out), ``quantize``, ``scatter``; split: ``split_window``; ``plan`` |
+| ``triton-quant`` | ``block_gather`` (its own kernel, bf16 out), ``quantize``, ``scatter``; split: ``split_window``; ``plan`` |
 | ``fused`` | ``fused``; split: ``split_window``; ``plan`` |
 
 Every rung computes the same bytes; they differ in how the window reaches the chip and how the
@@ -138,14 +138,19 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
             {"state_ptr": state, **_INDEX_POINTERS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32",
              "kv_cache_ptr": "*u8"},
         )
+    if _LADDER[stage][4] == "quantize":  # the default: its own kernel, the window loop of fused, bf16 out
+        return KernelSpec(
+            "ascend_kvc.stages.block_gather", "_gather_to_bf16_kernel",
+            dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["unsplit"]),
+            {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS, "pooled_ptr": "*i16", "weight_ptr": "*bf16",
+             "cos_sin_ptr": "*fp32"},
+        )
     return KernelSpec(
         "ascend_kvc.stages.block_gather", "_block_gather_softmax_kernel",
         dict(C=C, BLOCK_D=block_d, ROW_TILE=tile, UNMASKED_MIDDLE=unmasked_middle,
              ROWS_PADDED=block_size % tile != 0, FUSE_RMSNORM=normalised,
-             FUSE_ROPE=_LADDER[stage][4] in ("triton", "quantize"), BF16_OUT=_LADDER[stage][4] == "quantize",
-             LOOKUP_AHEAD=stage in ASCEND_PLANNED_STAGES and LOOKUP_AHEAD["unsplit"]),
-        {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32",
-         **({"pooled_ptr": "*i16"} if _LADDER[stage][4] == "quantize" else {})},
+             FUSE_ROPE=_LADDER[stage][4] == "triton", LOOKUP_AHEAD=False),
+        {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32"},
     )
 
 

@@ -102,7 +102,7 @@ class AscendPlan:
         sizes = {"part": programs * slots * (STATE_FLOATS + 1) * 4, "y": n * HEAD_DIM * 2, "slot": n * 8,
                  "rope_pos": n * 8, "nope": n * NOPE_DIM, "scale": n * NOPE_GROUPS * 4}
         lists = {
-            "_block_gather_softmax_kernel": (
+            "_gather_to_bf16_kernel": (
                 STATE, *_INDEX_ARGS, BLOCK_TABLE, y, slot, _Scratch("rope_pos", torch.int64), *table,
                 WEIGHT, eps, COS_SIN, cs.stride(0), cs.stride(1)),
             "_fused_compress_kernel": (
