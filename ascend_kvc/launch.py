@@ -15,8 +15,8 @@ Below ``kernel.run`` sits one more Python layer, the CUDA launcher object's ``__
 defines two helpers, asks for global and profile scratch and then calls the C launch function.
 When the kernel needs neither scratch (none of ours does) a launcher calls that C function
 itself, in the argument order of the Triton it runs on. The order is read from the launcher's
-source, for the two forms known (Triton 3.5-3.6 and 3.7-3.8); any other Triton keeps
-``kernel.run``.
+source, for the two forms known (those of Triton 3.6 and 3.8; a Triton whose launcher has either
+form verbatim takes it too); any other Triton keeps ``kernel.run``.
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ def _direct_launch_supported() -> bool:
 
 # How a CUDA launcher's ``__call__`` hands its arguments to the C launch function, by Triton
 # version (whitespace-normalised source). ``"star"``: kernel metadata, launch metadata, the two
-# hooks and the kernel arguments follow the scratch pointers as positional arguments (3.5-3.6);
+# hooks and the kernel arguments follow the scratch pointers as positional arguments (Triton 3.6);
 # ``"tuple"``: the hooks come before the scratch pointers and the kernel arguments go as one tuple
-# after the argument annotations and kernel signature (3.7-3.8).
+# after the argument annotations and kernel signature (Triton 3.8).
 _C_LAUNCH_FORMS = {
     "star": ("def __call__(self, gridX, gridY, gridZ, stream, function, *args):",
              "self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl, "
