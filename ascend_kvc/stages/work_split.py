@@ -114,7 +114,7 @@ def occupancy(split: WorkSplit) -> Occupancy:
     """Rows each program of ``split``'s gather reads: whole windows dealt round-robin (program
     ``p`` takes outputs ``p, p + programs, ...``) or, split, its run of rows."""
     if split.split:
-        rows = [sum(last - first + 1 for _, first, last in split.pieces_of(p)) for p in range(split.programs)]
+        rows = [end - first for first, end in map(split.run, range(split.programs))]
         pieces = [len(split.pieces_of(p)) for p in range(split.programs)]
     else:
         pieces = [len(range(p, split.num_outputs, split.programs)) for p in range(split.programs)]
