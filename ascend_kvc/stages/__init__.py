@@ -142,7 +142,7 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
         return KernelSpec(
             "ascend_kvc.stages.block_gather", "_gather_to_bf16_kernel",
             dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["unsplit"]),
-            {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS, "pooled_ptr": "*i16", "weight_ptr": "*bf16",
+            {"state_ptr": state, **_INDEX_POINTERS, "pooled_ptr": "*i16", "slot_out_ptr": "*i64", "weight_ptr": "*bf16",
              "cos_sin_ptr": "*fp32"},
         )
     return KernelSpec(

@@ -228,7 +228,6 @@ def _gather_to_bf16_kernel(
     block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
     pooled_ptr,  # out, [num_outputs, 512], int16: the bits of bf16(y), RoPE dims rotated (a real bf16 tensor's bytes)
     slot_out_ptr,  # out, [num_outputs], int64: destination slot, -1 = skip (its row is then not written)
-    rope_pos_out_ptr,  # out, [num_outputs], int64: (p // C) * C
     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
     state_s0, state_s1, state_s2, bt_s0, bt_s1,
     weight_ptr,  # in, [512], bfloat16/float32
@@ -241,9 +240,10 @@ def _gather_to_bf16_kernel(
     (``pool_window`` with unmasked middle blocks, the loop of ``fused``) and writes its bf16 row
     with ``store_rotated_bf16``, the real bf16 tensor the quantise kernel reads.
 
-    The arguments are ``_block_gather_softmax_kernel``'s; the loop is ``fused``'s, over outputs
-    with no head tiles, and only an output whose window was read whole gets a row (the quantise
-    kernel reads no other), so the ladder kernel carries no bf16 mode. On an H200 at 40 programs
+    The arguments are ``_block_gather_softmax_kernel``'s but the RoPE positions (the rotation is
+    done here); the loop is ``fused``'s, over outputs with no head tiles, and only an output whose
+    window was read whole gets a row (the quantise kernel uses no other), so the ladder kernel
+    carries no bf16 mode. On an H200 at 40 programs
     this kernel, like the ladder kernel's bf16 mode before it, takes about 1.37x the time of
     ``fused``'s on the 512- and 1024-output cases, whose window loop is the same; the cause is
     not found (bench/RESULTS.md, sixth round)."""
@@ -266,7 +266,6 @@ def _gather_to_bf16_kernel(
             store_rotated_bf16(acc / l, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok,
                                pooled_ptr + tl.cast(i, tl.int64) * 512)
         tl.store(slot_out_ptr + i, tl.where(n_bad == 0, slot, -1))
-        tl.store(rope_pos_out_ptr + i, (pos // C) * C)
 
 
 def launch(args, spec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -100,10 +100,10 @@ class AscendPlan:
         eps = args.rms_norm_eps
         part, y, slot = _Scratch("part", torch.float32), _Scratch("y", torch.int16), _Scratch("slot", torch.int64)
         sizes = {"part": programs * slots * (STATE_FLOATS + 1) * 4, "y": n * HEAD_DIM * 2, "slot": n * 8,
-                 "rope_pos": n * 8, "nope": n * NOPE_DIM, "scale": n * NOPE_GROUPS * 4}
+                 "nope": n * NOPE_DIM, "scale": n * NOPE_GROUPS * 4}
         lists = {
             "_gather_to_bf16_kernel": (
-                STATE, *_INDEX_ARGS, BLOCK_TABLE, y, slot, _Scratch("rope_pos", torch.int64), *table,
+                STATE, *_INDEX_ARGS, BLOCK_TABLE, y, slot, *table,
                 WEIGHT, eps, COS_SIN, cs.stride(0), cs.stride(1)),
             "_fused_compress_kernel": (
                 STATE, *_INDEX_ARGS, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),

@@ -19,7 +19,7 @@ from ..triton_helpers import int8_groups
 @triton.jit
 def _quantize_bf16_kernel(
     y_bf16_ptr,  # in, [num_outputs, 512], int16: the bf16 tensor's bits
-    slot_ptr,  # in, [num_outputs], int64: destination slot, < 0 = skip (its row is not read)
+    slot_ptr,  # in, [num_outputs], int64: destination slot, < 0 = skip (its row, read, is not used)
     nope_ptr,  # out, [num_outputs, 448], int8
     scale_ptr,  # out, [num_outputs, 7], int32: e + 127, whose low byte is the scale byte
     num_outputs,
@@ -32,9 +32,10 @@ def _quantize_bf16_kernel(
     d2 = g[:, None] * 64 + tl.arange(0, 64)[None, :]  # [8, 64]; row 7 (the RoPE dims) masked off
     nope = g[:, None] < NOPE_GROUPS
     for i in range(pid, num_outputs, num_programs):
+        row = tl.cast(i, tl.int64)
+        # Read before the slot test, so that the two reads overlap; only a written slot's row is used.
+        bits = tl.load(y_bf16_ptr + row * 512 + d2, mask=nope, other=0).to(tl.int32) << 16
         if tl.load(slot_ptr + i) >= 0:
-            row = tl.cast(i, tl.int64)
-            bits = tl.load(y_bf16_ptr + row * 512 + d2, mask=nope, other=0).to(tl.int32) << 16
             q, e = int8_groups(bits.to(tl.float32, bitcast=True))
             tl.store(nope_ptr + row * NOPE_DIM + d2, q.to(tl.int8), mask=nope)
             tl.store(scale_ptr + row * NOPE_GROUPS + g, e + 127, mask=g < NOPE_GROUPS)

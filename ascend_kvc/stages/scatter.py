@@ -33,18 +33,22 @@ def _byte_scatter_kernel(
     head = tl.arange(0, 512)
     rope = tl.arange(0, ROPE_BYTES)
     sc = tl.arange(0, SCALE_BYTES)
+    in_nope = head < NOPE_DIM
     for i in range(pid, num_outputs, num_programs):
+        # The output's bytes are read before its slot is tested, so that the reads overlap; a
+        # skipped output's bytes are read and dropped.
+        row = tl.cast(i, tl.int64)
+        nope_bytes = tl.load(nope_ptr + row * NOPE_DIM + head, mask=in_nope)
+        rope_bytes = tl.load(y_bf16_ptr + row * 1024 + 2 * NOPE_DIM + rope)
+        scale_bytes = tl.load(scale_ptr + row * (4 * (SCALE_BYTES - 1)) + 4 * sc, mask=sc < SCALE_BYTES - 1,
+                              other=0)  # byte 7: the pad
         slot = tl.load(slot_ptr + i)
         if slot >= 0:
-            row = tl.cast(i, tl.int64)
             page = slot // SLOTS_PER_PAGE
             in_page = slot - page * SLOTS_PER_PAGE
             dst = kv_cache_ptr + page * kv_s0 + in_page * PAYLOAD_BYTES
-            in_nope = head < NOPE_DIM
-            tl.store(dst + head, tl.load(nope_ptr + row * NOPE_DIM + head, mask=in_nope), mask=in_nope)
-            tl.store(dst + NOPE_DIM + rope, tl.load(y_bf16_ptr + row * 1024 + 2 * NOPE_DIM + rope))
-            scale_bytes = tl.load(scale_ptr + row * (4 * (SCALE_BYTES - 1)) + 4 * sc, mask=sc < SCALE_BYTES - 1,
-                                  other=0)  # byte 7: the pad
+            tl.store(dst + head, nope_bytes, mask=in_nope)
+            tl.store(dst + NOPE_DIM + rope, rope_bytes)
             tl.store(kv_cache_ptr + page * kv_s0 + SCALE_REGION + in_page * SCALE_BYTES + sc, scale_bytes)
 
 

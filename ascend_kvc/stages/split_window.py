@@ -49,7 +49,8 @@ def _window_piece_kernel(
         ok, req, pos, slot = resolve_output(
             i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
             num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-        m = tl.full([512], float("-inf"), tl.float32)
+        # A skipped output's pieces keep max 0 and sum 0, which the merge combines without a 0/0.
+        m = tl.zeros([512], tl.float32) + tl.where(ok, float("-inf"), 0.0)
         l = tl.zeros([512], tl.float32)
         acc = tl.zeros([512], tl.float32)
         n_bad = tl.where(ok, 0, 1)
@@ -77,7 +78,8 @@ def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.co
     states apart. The first state starts the running max, denominator and numerator; the later
     ones fold in ``MERGE_ROWS`` at a time, as strided ``[MERGE_ROWS, 512]`` tiles, with the
     online-softmax rescaling. Every piece of a valid output holds at least one row, so its max is
-    finite.
+    finite and its sum at least 1. A skipped output's pieces hold max 0 and sum 0: they merge to
+    ``c = 0`` without a 0/0, and a bad-block count of at least 1.
     """
     total = tl.cast(num_outputs, tl.int64) * C
     row = tl.cast(i, tl.int64) * C  # the window's first row, windows laid end to end
@@ -104,7 +106,7 @@ def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.co
         num = num * alpha + tl.sum(tl.load(states + 1024, mask=live[:, None], other=0.0) * beta, axis=0)
         mx = m_new
         bad += tl.sum(tl.load(bad_counts + base + piece, mask=live, other=0.0), axis=0)
-    return num / den, bad
+    return num / tl.where(den > 0, den, 1.0), bad
 
 
 @triton.jit
@@ -113,15 +115,15 @@ def merge_output(
     num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
     C: tl.constexpr, MERGE_ROWS: tl.constexpr,
 ):
-    """Output ``i`` resolved and its pieces merged: ``(ok, pos, slot, c [512], bad)``. A skipped
-    output's pieces hold no rows: nothing is merged (``c`` zero, ``bad`` 1)."""
+    """Output ``i`` resolved and its pieces merged: ``(ok, pos, slot, c [512], bad)``.
+
+    The pieces' places follow from ``i`` alone, so they are merged whether or not the output is
+    valid: their reads do not wait for the index reads (on an H200, two dependent memory round
+    trips), and a skipped output's pieces merge to ``c = 0`` with ``bad`` at least 1."""
     ok, req, pos, slot = resolve_output(
         i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
         num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-    c = tl.zeros([512], tl.float32)
-    bad = 1.0
-    if ok:
-        c, bad = merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, tl.arange(0, 512), C, MERGE_ROWS)
+    c, bad = merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, tl.arange(0, 512), C, MERGE_ROWS)
     return ok, pos, slot, c, bad
 
 
