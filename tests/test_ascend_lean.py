@@ -136,3 +136,29 @@ def test_fused_kernel_reshapes_nothing_into_pairs(split):
              if re.search(r"tt\.(split|join)\b", ln) or re.search(r"tt\.reshape .*-> tensor<(\d+x)*2x", ln)]
     assert "tt.reshape" in ttir  # c as [8, 64]: the check sees the reshapes
     assert not pairs, "\n".join(pairs)
+
+
+@pytest.mark.parametrize("cores", [1, 8])
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
+def test_volatile_row_loads_only_in_cuda_plans(route, cores, monkeypatch):
+    """Every kernel spec, which is what the Ascend audit compiles and an NPU runs, reads state rows
+    with plain loads; a launch plan switches its window loops to volatile loads on CUDA only."""
+    from ascend_kvc import api
+    from ascend_kvc.stages import VOLATILE_ROWS_ON_CUDA, kernel_specializations
+
+    for stage in ASCEND_STAGES:
+        for split in (False, True) if stage in ("triton-quant", "fused") else (False,):
+            for spec in kernel_specializations(stage, 8, 128, torch.float32, split=split):
+                assert spec.constexprs.get("VOLATILE_ROWS", False) is False, (stage, spec.kernel)
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", str(cores))
+    clear_launch_plans()
+    w = general_case(128, 8, seed=6, num_reqs=1, outputs_per_req=2, device=DEVICE)
+    c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route, validate=False)
+    (plan,) = [p for k, p in api._PLANS.items() if k[0] == route]
+    looped = {launcher.kernel.fn.__name__: launcher.constexprs["VOLATILE_ROWS"]
+              for launcher, _, _ in plan.launches if "VOLATILE_ROWS" in launcher.constexprs}
+    assert len(looped) == 1  # the gather, or the piece gather of a split
+    (kernel, volatile), = looped.items()
+    kind = "piece" if kernel == "_window_piece_kernel" else "unsplit"
+    assert volatile is (DEVICE == "cuda" and VOLATILE_ROWS_ON_CUDA[kind])
+    clear_launch_plans()

@@ -93,6 +93,11 @@ PIECE_ROW_TILE_BYTES = 32 * 1024
 # unsplit window loops of the default and ``fused`` (on an H200 at 40 programs 25-35% faster);
 # not in the piece gather, where it measured slower at [4, 512] and within 1% at [8, 512].
 LOOKUP_AHEAD = {"unsplit": True, "piece": False}
+# Volatile state-row loads (``block_gather._load_rows``) in the launch plans' window loops on CUDA
+# only: ptxas otherwise sank some of a row tile's value loads below the score math in the
+# default's gather, which then waited on memory twice a tile (Triton 3.6 and 3.8, offline SASS).
+# An NPU, and every ladder kernel, compiles plain loads (``VOLATILE_ROWS=False``, as audited).
+VOLATILE_ROWS_ON_CUDA = {"unsplit": True, "piece": True}
 
 
 def _next_pow2(n: int) -> int:
@@ -134,14 +139,15 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
         return KernelSpec(
             "ascend_kvc.stages.fused", "_fused_compress_kernel",
             dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["unsplit"],
-                 **SLOT_LAYOUT_CONSTEXPRS),
+                 VOLATILE_ROWS=False, **SLOT_LAYOUT_CONSTEXPRS),
             {"state_ptr": state, **_INDEX_POINTERS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32",
              "kv_cache_ptr": "*u8"},
         )
     if _LADDER[stage][4] == "quantize":  # the default: its own kernel, the window loop of fused, bf16 out
         return KernelSpec(
             "ascend_kvc.stages.block_gather", "_gather_to_bf16_kernel",
-            dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["unsplit"]),
+            dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["unsplit"],
+                 VOLATILE_ROWS=False),
             {"state_ptr": state, **_INDEX_POINTERS, "pooled_ptr": "*i16", "slot_out_ptr": "*i64", "weight_ptr": "*bf16",
              "cos_sin_ptr": "*fp32"},
         )
@@ -149,7 +155,7 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
         "ascend_kvc.stages.block_gather", "_block_gather_softmax_kernel",
         dict(C=C, BLOCK_D=block_d, ROW_TILE=tile, UNMASKED_MIDDLE=unmasked_middle,
              ROWS_PADDED=block_size % tile != 0, FUSE_RMSNORM=normalised,
-             FUSE_ROPE=_LADDER[stage][4] == "triton", LOOKUP_AHEAD=False),
+             FUSE_ROPE=_LADDER[stage][4] == "triton", LOOKUP_AHEAD=False, VOLATILE_ROWS=False),
         {"state_ptr": state, **_INDEX_POINTERS, **_GATHER_OUTPUTS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32"},
     )
 
@@ -164,7 +170,8 @@ def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
     tile = row_tile(512, block_size, PIECE_ROW_TILE_BYTES)
     piece = KernelSpec(
         "ascend_kvc.stages.split_window", "_window_piece_kernel",
-        dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["piece"]),
+        dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["piece"],
+             VOLATILE_ROWS=False),
         {"state_ptr": _state_pointer(state_dtype), **_INDEX_POINTERS, "part_ptr": "*fp32"},
     )
     common = {"part_ptr": "*fp32", **_MERGE_INDEX_POINTERS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32"}

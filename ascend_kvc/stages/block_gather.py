@@ -26,15 +26,24 @@ from ..triton_helpers import bf16_rne_bits, launch_index_kernel, online_softmax_
 
 
 @triton.jit
-def _load_rows(block_ptr, rows, row_mask, dims, state_s1, state_s2, MASKED: tl.constexpr):
-    """``(values, scores)`` of ``rows`` of one physical block: two ``[ROW_TILE, BLOCK_D]`` fp32 tiles."""
+def _load_rows(block_ptr, rows, row_mask, dims, state_s1, state_s2, MASKED: tl.constexpr,
+               VOLATILE_ROWS: tl.constexpr):
+    """``(values, scores)`` of ``rows`` of one physical block: two ``[ROW_TILE, BLOCK_D]`` fp32 tiles.
+
+    ``VOLATILE_ROWS`` (set by the launch plans on CUDA only, see ``stages.VOLATILE_ROWS``) makes
+    them volatile loads: ptxas then issues all of a tile's loads before the first instruction
+    that waits on any of them, where it otherwise sank some value loads below the score math
+    in some kernels (two memory waits a tile instead of one). Each row is read once, so the L1
+    they skip holds nothing for them."""
     base = block_ptr + rows[:, None].to(tl.int64) * state_s1  # [ROW_TILE, 1]
     if MASKED:
-        values = tl.load(base + dims[None, :] * state_s2, mask=row_mask[:, None], other=0.0).to(tl.float32)
-        scores = tl.load(base + (512 + dims)[None, :] * state_s2, mask=row_mask[:, None], other=float("-inf"))
+        values = tl.load(base + dims[None, :] * state_s2, mask=row_mask[:, None], other=0.0,
+                         volatile=VOLATILE_ROWS).to(tl.float32)
+        scores = tl.load(base + (512 + dims)[None, :] * state_s2, mask=row_mask[:, None], other=float("-inf"),
+                         volatile=VOLATILE_ROWS)
     else:
-        values = tl.load(base + dims[None, :] * state_s2).to(tl.float32)
-        scores = tl.load(base + (512 + dims)[None, :] * state_s2)
+        values = tl.load(base + dims[None, :] * state_s2, volatile=VOLATILE_ROWS).to(tl.float32)
+        scores = tl.load(base + (512 + dims)[None, :] * state_s2, volatile=VOLATILE_ROWS)
     return values, scores.to(tl.float32)
 
 
@@ -47,12 +56,13 @@ def _lookup_block(table_row, col, bt_s1, num_blocks):
 
 
 @triton.jit
-def _pool_rows(block_ptr, lo, hi, dims, state_s1, state_s2, m, l, acc, ROW_TILE: tl.constexpr):
+def _pool_rows(block_ptr, lo, hi, dims, state_s1, state_s2, m, l, acc, ROW_TILE: tl.constexpr,
+               VOLATILE_ROWS: tl.constexpr):
     """Fold rows ``lo..hi`` of one physical block into the online softmax, in masked row tiles."""
     rows = tl.arange(0, ROW_TILE)
     for start in range(lo, hi + 1, ROW_TILE):
         r = start + rows  # [ROW_TILE]
-        values, scores = _load_rows(block_ptr, r, r <= hi, dims, state_s1, state_s2, True)
+        values, scores = _load_rows(block_ptr, r, r <= hi, dims, state_s1, state_s2, True, VOLATILE_ROWS)
         m, l, acc = online_softmax_update(m, l, acc, values, scores)
     return m, l, acc
 
@@ -64,7 +74,7 @@ def pool_window(
     bt_s1, num_blocks, t0, t1, block_size, dims, state_s0, state_s1, state_s2,
     m, l, acc, n_bad,
     ROW_TILE: tl.constexpr, UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr,
-    LOOKUP_AHEAD: tl.constexpr,
+    LOOKUP_AHEAD: tl.constexpr, VOLATILE_ROWS: tl.constexpr,
 ):
     """Online softmax over the request's rows ``t0..t1`` (the window ``[pos - C + 1, pos]``, or a
     piece of it) at ``dims``, block by block.
@@ -94,7 +104,7 @@ def pool_window(
         n_bad += bad
         first_hi = tl.where(first_col == last_col, hi, block_size - 1)
         m, l, acc = _pool_rows(state_ptr + blk * state_s0, lo, first_hi, dims, state_s1, state_s2, m, l, acc,
-                               ROW_TILE)
+                               ROW_TILE, VOLATILE_ROWS)
         for col in range(first_col + 1, last_col):
             if LOOKUP_AHEAD:
                 blk, bad = nxt, nxt_bad
@@ -105,13 +115,14 @@ def pool_window(
             block_ptr = state_ptr + blk * state_s0
             for start in range(0, block_size, ROW_TILE):
                 r = start + rows  # [ROW_TILE]
-                values, scores = _load_rows(block_ptr, r, r < block_size, dims, state_s1, state_s2, ROWS_PADDED)
+                values, scores = _load_rows(block_ptr, r, r < block_size, dims, state_s1, state_s2, ROWS_PADDED,
+                                            VOLATILE_ROWS)
                 m, l, acc = online_softmax_update(m, l, acc, values, scores)
         if last_col > first_col:
             blk, bad = _lookup_block(table_row, last_col, bt_s1, num_blocks)
             n_bad += bad
             m, l, acc = _pool_rows(state_ptr + blk * state_s0, 0, hi, dims, state_s1, state_s2, m, l, acc,
-                                   ROW_TILE)
+                                   ROW_TILE, VOLATILE_ROWS)
     else:
         for col in range(first_col, last_col + 1):
             blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
@@ -120,7 +131,7 @@ def pool_window(
             col_lo = tl.where(col == first_col, lo, 0)
             col_hi = tl.where(col == last_col, hi, block_size - 1)
             m, l, acc = _pool_rows(state_ptr + blk * state_s0, col_lo, col_hi, dims, state_s1, state_s2,
-                                   m, l, acc, ROW_TILE)
+                                   m, l, acc, ROW_TILE, VOLATILE_ROWS)
     return m, l, acc, n_bad
 
 
@@ -189,7 +200,7 @@ def _block_gather_softmax_kernel(
     cs_s0, cs_s1,
     C: tl.constexpr, BLOCK_D: tl.constexpr, ROW_TILE: tl.constexpr,
     UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr, FUSE_RMSNORM: tl.constexpr,
-    FUSE_ROPE: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
+    FUSE_ROPE: tl.constexpr, LOOKUP_AHEAD: tl.constexpr, VOLATILE_ROWS: tl.constexpr,
 ):
     D_TILES: tl.constexpr = 512 // BLOCK_D
     pid = tl.program_id(0)
@@ -208,7 +219,7 @@ def _block_gather_softmax_kernel(
         if ok:
             m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos - C + 1,
                                            pos, block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
-                                           ROW_TILE, UNMASKED_MIDDLE, ROWS_PADDED, LOOKUP_AHEAD)
+                                           ROW_TILE, UNMASKED_MIDDLE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
         c = acc / tl.where(l > 0, l, 1.0)  # l = 0 only for a skipped output: no 0/0
         if FUSE_ROPE:
             c = normalise_rotate(c, dims, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok)
@@ -235,6 +246,7 @@ def _gather_to_bf16_kernel(
     cos_sin_ptr,  # in, [max_pos, 64], float32
     cs_s0, cs_s1,
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr,
 ):
     """The default's gather (``triton-quant``): one program pools one whole output at a time
     (``pool_window`` with unmasked middle blocks, the loop of ``fused``) and writes its bf16 row
@@ -261,7 +273,7 @@ def _gather_to_bf16_kernel(
         if ok:
             m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos - C + 1,
                                            pos, block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
-                                           ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD)
+                                           ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
         if n_bad == 0:
             store_rotated_bf16(acc / l, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok,
                                pooled_ptr + tl.cast(i, tl.int64) * 512)

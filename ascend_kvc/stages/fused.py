@@ -36,7 +36,7 @@ def _fused_compress_kernel(
     state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0,
     eps,
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
-    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
     SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -53,7 +53,7 @@ def _fused_compress_kernel(
         if ok:
             m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos - C + 1,
                                            pos, block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
-                                           ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD)
+                                           ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
         if n_bad == 0:
             store_pooled_slot_bytes(acc / l, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot,
                                     kv_s0, C, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)

@@ -70,7 +70,7 @@ class AscendPlan:
     """The launches of ``ascend:<stage>`` for one argument signature."""
 
     def __init__(self, args, out: torch.Tensor | None, stage: str):
-        from . import kernel_specializations
+        from . import VOLATILE_ROWS_ON_CUDA, kernel_specializations
 
         dev = args.device
         n, C, bs = args.num_outputs, args.compress_ratio, args.block_size
@@ -123,7 +123,11 @@ class AscendPlan:
             kernel = getattr(importlib.import_module(spec.module), spec.kernel)
             # the piece gather: one run of rows per program; the others: persistent, one output at a time
             grid = (programs if spec.kernel == "_window_piece_kernel" else max(1, min(n, self.split.cores)),)
-            launches.append((KernelLauncher(kernel, grid, spec.constexprs, {}), arguments))
+            constexprs = dict(spec.constexprs)
+            if dev.type == "cuda" and "VOLATILE_ROWS" in constexprs:
+                constexprs["VOLATILE_ROWS"] = VOLATILE_ROWS_ON_CUDA[
+                    "piece" if spec.kernel == "_window_piece_kernel" else "unsplit"]
+            launches.append((KernelLauncher(kernel, grid, constexprs, {}), arguments))
             for a in arguments:
                 if isinstance(a, _Scratch) and a.name not in self._offsets:
                     self._offsets[a.name] = self.scratch_bytes

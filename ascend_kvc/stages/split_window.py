@@ -37,6 +37,7 @@ def _window_piece_kernel(
     num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos,
     block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr,
 ):
     pid = tl.program_id(0)
     dims = tl.arange(0, 512)
@@ -49,8 +50,7 @@ def _window_piece_kernel(
         ok, req, pos, slot = resolve_output(
             i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
             num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-        # A skipped output's pieces keep max 0 and sum 0, which the merge combines without a 0/0.
-        m = tl.zeros([512], tl.float32) + tl.where(ok, float("-inf"), 0.0)
+        m = tl.full([512], float("-inf"), tl.float32)
         l = tl.zeros([512], tl.float32)
         acc = tl.zeros([512], tl.float32)
         n_bad = tl.where(ok, 0, 1)
@@ -59,7 +59,7 @@ def _window_piece_kernel(
             m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks,
                                            t0 + tl.maximum(first - i * C, 0), t0 + tl.minimum(end - i * C, C) - 1,
                                            block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
-                                           ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD)
+                                           ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
         piece = pid * piece_slots + (i - first_output)
         state = part_ptr + tl.cast(piece, tl.int64) * 1536 + dims
         tl.store(state, m)
@@ -78,8 +78,7 @@ def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.co
     states apart. The first state starts the running max, denominator and numerator; the later
     ones fold in ``MERGE_ROWS`` at a time, as strided ``[MERGE_ROWS, 512]`` tiles, with the
     online-softmax rescaling. Every piece of a valid output holds at least one row, so its max is
-    finite and its sum at least 1. A skipped output's pieces hold max 0 and sum 0: they merge to
-    ``c = 0`` without a 0/0, and a bad-block count of at least 1.
+    finite.
     """
     total = tl.cast(num_outputs, tl.int64) * C
     row = tl.cast(i, tl.int64) * C  # the window's first row, windows laid end to end
@@ -106,7 +105,7 @@ def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.co
         num = num * alpha + tl.sum(tl.load(states + 1024, mask=live[:, None], other=0.0) * beta, axis=0)
         mx = m_new
         bad += tl.sum(tl.load(bad_counts + base + piece, mask=live, other=0.0), axis=0)
-    return num / tl.where(den > 0, den, 1.0), bad
+    return num / den, bad
 
 
 @triton.jit
@@ -115,15 +114,19 @@ def merge_output(
     num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
     C: tl.constexpr, MERGE_ROWS: tl.constexpr,
 ):
-    """Output ``i`` resolved and its pieces merged: ``(ok, pos, slot, c [512], bad)``.
+    """Output ``i`` resolved and its pieces merged: ``(ok, pos, slot, c [512], bad)``. A skipped
+    output's pieces hold no rows: nothing is merged (``c`` zero, ``bad`` 1).
 
-    The pieces' places follow from ``i`` alone, so they are merged whether or not the output is
-    valid: their reads do not wait for the index reads (on an H200, two dependent memory round
-    trips), and a skipped output's pieces merge to ``c = 0`` with ``bad`` at least 1."""
+    The merge waits for the index reads on purpose: merging every output's pieces before its
+    validity is known (their places follow from ``i`` alone) measured slower on an H200 with the
+    full grid (bench/RESULTS.md, seventh round)."""
     ok, req, pos, slot = resolve_output(
         i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
         num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-    c, bad = merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, tl.arange(0, 512), C, MERGE_ROWS)
+    c = tl.zeros([512], tl.float32)
+    bad = 1.0
+    if ok:
+        c, bad = merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, tl.arange(0, 512), C, MERGE_ROWS)
     return ok, pos, slot, c, bad
 
 
