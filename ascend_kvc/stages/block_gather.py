@@ -256,9 +256,9 @@ def _gather_to_bf16_kernel(
     done here); the loop is ``fused``'s, over outputs with no head tiles, and only an output whose
     window was read whole gets a row (the quantise kernel uses no other), so the ladder kernel
     carries no bf16 mode. On an H200 at 40 programs
-    this kernel, like the ladder kernel's bf16 mode before it, takes about 1.37x the time of
-    ``fused``'s on the 512- and 1024-output cases, whose window loop is the same; the cause is
-    not found (bench/RESULTS.md, sixth round)."""
+    this kernel took about 1.37x the time of ``fused``'s, whose window loop is the same, until
+    its row loads were made volatile on CUDA (``_load_rows``): ptxas had scheduled some of them
+    after the math that waits on the others (bench/RESULTS.md, seventh round)."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     dims = tl.arange(0, 512)

@@ -1,0 +1,12 @@
+#!/bin/bash
+# Call F (the same final tree, a second sample): the 40-core run and the full comparison again.
+set -u
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+V=.versus/task02_c128_256_512_compress.py
+sha256sum $V > $OUT/f.log
+ASCEND_KVC_VECTOR_CORES=40 timeout 100 python3 -m bench.versus --routes ascend,ascend:fused --json $OUT/versus_40.json > $OUT/versus_40.log 2>&1
+echo "versus_40 rc=$?" >> $OUT/f.log
+timeout 255 python3 -m bench.versus $V --name rank2 --no-default --variant-tag ascend="npu:0 npu ascend910b" \
+  --routes gpgpu,ascend,ascend:fused --shuffled --json $OUT/versus.json > $OUT/versus.log 2>&1
+echo "versus rc=$?" >> $OUT/f.log
+cat $OUT/f.log
