@@ -30,7 +30,7 @@ def _load_rows(block_ptr, rows, row_mask, dims, state_s1, state_s2, MASKED: tl.c
                VOLATILE_ROWS: tl.constexpr):
     """``(values, scores)`` of ``rows`` of one physical block: two ``[ROW_TILE, BLOCK_D]`` fp32 tiles.
 
-    ``VOLATILE_ROWS`` (set by the launch plans on CUDA only, see ``stages.VOLATILE_ROWS``) makes
+    ``VOLATILE_ROWS`` (set by the launch plans on CUDA only, see ``stages.VOLATILE_ROWS_ON_CUDA``) makes
     them volatile loads: ptxas then issues all of a tile's loads before the first instruction
     that waits on any of them, where it otherwise sank some value loads below the score math
     in some kernels (two memory waits a tile instead of one). Each row is read once, so the L1
@@ -255,10 +255,10 @@ def _gather_to_bf16_kernel(
     The arguments are ``_block_gather_softmax_kernel``'s but the RoPE positions (the rotation is
     done here); the loop is ``fused``'s, over outputs with no head tiles, and only an output whose
     window was read whole gets a row (the quantise kernel uses no other), so the ladder kernel
-    carries no bf16 mode. On an H200 at 40 programs
-    this kernel took about 1.37x the time of ``fused``'s, whose window loop is the same, until
-    its row loads were made volatile on CUDA (``_load_rows``): ptxas had scheduled some of them
-    after the math that waits on the others (bench/RESULTS.md, seventh round)."""
+    carries no bf16 mode. On an H200 at 40 programs this kernel took about 1.37x the time of
+    ``fused``'s, whose window loop is the same, until its row loads were made volatile on CUDA
+    (``_load_rows``): ptxas had scheduled some of them after the math that waits on the others
+    (bench/RESULTS.md, seventh round)."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     dims = tl.arange(0, 512)
