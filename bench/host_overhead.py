@@ -11,34 +11,18 @@ import argparse
 import cProfile
 import pstats
 import statistics
-import time
 
 import torch
 
 from ascend_kvc import c128_256_512_compress
+from bench.launches import host_samples
 from ascend_kvc.workloads import OFFICIAL_CASES, make_workload
 
 
 def host_us(call, n: int = 300, idle: bool = False) -> list[float]:
-    """Host microseconds of each of ``n`` calls (after 5 untimed ones).
-
-    Queued (``idle=False``): the calls follow one another without waiting for the GPU, as an eager
-    serving loop issues them. When the GPU takes longer than the host, its launch queue fills and
-    the driver then holds the host: late calls measure the GPU, not the host. ``idle=True``
-    drains the GPU before each timed call, so every sample is the host's own work.
-    """
-    for _ in range(5):
-        call()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(n):
-        if idle:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - t0) * 1e6)
-    torch.cuda.synchronize()
-    return times
+    """Host microseconds of each of ``n`` calls on CUDA, after 5 untimed ones, queued or each
+    issued to an idle GPU (``launches.host_samples``)."""
+    return host_samples(call, torch.cuda.synchronize, n, warmup=5, idle=idle)
 
 
 def main() -> int:

@@ -249,17 +249,33 @@ def count_framework_ops(call, device: str) -> dict:
     return {"aten_ops": counter["aten_ops"], "triton_launches": triton_launches}
 
 
+def host_samples(call, synchronize, calls: int = 200, warmup: int = 0, idle: bool = False) -> list[float]:
+    """Host microseconds of each of ``calls`` calls, after ``warmup`` untimed ones.
+
+    Queued (``idle=False``): the calls follow one another without waiting for the device, as an
+    eager serving loop issues them; the device is synchronised once before and once after the
+    loop. When the device takes longer than the host, its launch queue fills and the driver then
+    holds the host: late calls measure the device, not the host. ``idle=True`` synchronises before
+    each timed call, so every sample is the host's own work.
+    """
+    for _ in range(warmup):
+        call()
+    synchronize()
+    samples = []
+    for _ in range(calls):
+        if idle:
+            synchronize()
+        t0 = time.perf_counter()
+        call()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    synchronize()
+    return samples
+
+
 def host_us_per_call(call, synchronize, calls: int = 200) -> float:
     """Median host microseconds of one call, over ``calls`` calls queued without a device sync.
 
     Calls that need a host sync inside (a data-dependent allocation) pay for it here, as they do
-    in a serving engine. The device is synchronised once before and once after the loop.
+    in a serving engine.
     """
-    synchronize()
-    samples = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - t0)
-    synchronize()
-    return statistics.median(samples) * 1e6
+    return statistics.median(host_samples(call, synchronize, calls))

@@ -179,3 +179,22 @@ def test_real_cuda_profiler_times_a_kernel():
     # 128 MiB read and written from a flushed L2: tens of µs at ~4 TB/s, never faster than 10 TB/s
     assert 2 * x.numel() * 4 / 10e12 * 1e3 < got["device_ms"] < 5.0
     assert f"{launches.FLUSH_BYTES // 2**20} MiB L2 flush" in got["device_how"]
+
+
+def test_host_samples_synchronise_once_queued_and_before_every_call_idle():
+    """The host-time sampler behind ``bench.versus`` and the report: queued calls are not waited
+    on; idle ones each start on a drained device; warm-up calls are not timed."""
+    from bench.launches import host_samples, host_us_per_call
+
+    events = []
+    call = lambda: events.append("call")  # noqa: E731
+    sync = lambda: events.append("sync")  # noqa: E731
+    samples = host_samples(call, sync, calls=3, warmup=2)
+    assert len(samples) == 3 and all(s >= 0 for s in samples)
+    assert events == ["call", "call", "sync", "call", "call", "call", "sync"]
+    events.clear()
+    host_samples(call, sync, calls=3, idle=True)
+    assert events == ["sync"] + ["sync", "call"] * 3 + ["sync"]
+    events.clear()
+    assert host_us_per_call(call, sync, calls=5) >= 0
+    assert events.count("call") == 5 and events.count("sync") == 2
