@@ -136,6 +136,36 @@ def pool_window(
 
 
 @triton.jit
+def pool_output(
+    i, first, last,
+    state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
+    boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
+    block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
+    num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+    state_s0, state_s1, state_s2, bt_s0, bt_s1,
+    C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr,
+):
+    """Output ``i`` resolved (``resolve_output``) and rows ``first..last`` of its window (0 is the
+    window's first row) pooled over all 512 dims with unmasked middle blocks:
+    ``(ok, pos, slot, m, l, acc, n_bad)``. Nothing is read for an invalid output (``n_bad`` 1).
+    The window loop of the default's gather, ``fused`` and the piece gather of a split."""
+    ok, req, pos, slot = resolve_output(
+        i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+        num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+    m = tl.full([512], float("-inf"), tl.float32)
+    l = tl.zeros([512], tl.float32)
+    acc = tl.zeros([512], tl.float32)
+    n_bad = tl.where(ok, 0, 1)
+    if ok:
+        t0 = pos - C + 1
+        m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, t0 + first,
+                                       t0 + last, block_size, tl.arange(0, 512), state_s0, state_s1, state_s2,
+                                       m, l, acc, n_bad, ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+    return ok, pos, slot, m, l, acc, n_bad
+
+
+@triton.jit
 def _rotate_rope_dims(y, cos_sin_row_ptr, cs_s1, ok):
     """``y [512]`` with the GPT-J pairs of dims 448..511 rotated (fp32); every other dim unchanged.
 
@@ -261,19 +291,11 @@ def _gather_to_bf16_kernel(
     (bench/RESULTS.md, seventh round)."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
-    dims = tl.arange(0, 512)
     for i in range(pid, num_outputs, num_programs):
-        ok, req, pos, slot = resolve_output(
-            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-        m = tl.full([512], float("-inf"), tl.float32)
-        l = tl.zeros([512], tl.float32)
-        acc = tl.zeros([512], tl.float32)
-        n_bad = tl.where(ok, 0, 1)
-        if ok:
-            m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos - C + 1,
-                                           pos, block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
-                                           ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+        ok, pos, slot, m, l, acc, n_bad = pool_output(
+            i, 0, C - 1, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+            num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+            state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
         if n_bad == 0:
             store_rotated_bf16(acc / l, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok,
                                pooled_ptr + tl.cast(i, tl.int64) * 512)

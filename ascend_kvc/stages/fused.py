@@ -20,8 +20,7 @@ import triton.language as tl
 from ..device import persistent_programs
 from ..layout import SLOTS_PER_PAGE
 from ..slot_bytes import store_pooled_slot_bytes
-from ..triton_helpers import resolve_output
-from .block_gather import pool_window
+from .block_gather import pool_output
 
 
 @triton.jit
@@ -41,19 +40,11 @@ def _fused_compress_kernel(
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
-    dims = tl.arange(0, 512)
     for i in range(pid, num_outputs, num_programs):
-        ok, req, pos, slot = resolve_output(
-            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-        m = tl.full([512], float("-inf"), tl.float32)
-        l = tl.zeros([512], tl.float32)
-        acc = tl.zeros([512], tl.float32)
-        n_bad = tl.where(ok, 0, 1)
-        if ok:
-            m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos - C + 1,
-                                           pos, block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
-                                           ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+        ok, pos, slot, m, l, acc, n_bad = pool_output(
+            i, 0, C - 1, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+            num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+            state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
         if n_bad == 0:
             store_pooled_slot_bytes(acc / l, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot,
                                     kv_s0, C, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)

@@ -22,7 +22,7 @@ import triton.language as tl
 
 from ..slot_bytes import store_pooled_slot_bytes
 from ..triton_helpers import resolve_output
-from .block_gather import pool_window, store_rotated_bf16
+from .block_gather import pool_output, store_rotated_bf16
 
 STATE_FLOATS = 3 * 512  # a piece's state: running max, sum and weighted sum per dimension
 MERGE_ROWS = 4  # piece states a merge step reads as one [MERGE_ROWS, 512] tile
@@ -47,19 +47,11 @@ def _window_piece_kernel(
     first_output = first // C
     bad_counts = part_ptr + tl.cast(programs * piece_slots, tl.int64) * 1536
     for i in range(first_output, (end - 1) // C + 1):  # one piece per window the run touches
-        ok, req, pos, slot = resolve_output(
-            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-        m = tl.full([512], float("-inf"), tl.float32)
-        l = tl.zeros([512], tl.float32)
-        acc = tl.zeros([512], tl.float32)
-        n_bad = tl.where(ok, 0, 1)
-        if ok:
-            t0 = pos - C + 1
-            m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks,
-                                           t0 + tl.maximum(first - i * C, 0), t0 + tl.minimum(end - i * C, C) - 1,
-                                           block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
-                                           ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+        ok, pos, slot, m, l, acc, n_bad = pool_output(
+            i, tl.maximum(first - i * C, 0), tl.minimum(end - i * C, C) - 1, state_ptr, boundary_ptr,
+            token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr, num_tokens, num_reqs, blocks_per_req,
+            num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
+            C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
         piece = pid * piece_slots + (i - first_output)
         state = part_ptr + tl.cast(piece, tl.int64) * 1536 + dims
         tl.store(state, m)
