@@ -287,8 +287,9 @@ def _gather_to_bf16_kernel(
     window was read whole gets a row (the quantise kernel uses no other), so the ladder kernel
     carries no bf16 mode. On an H200 at 40 programs this kernel took about 1.37x the time of
     ``fused``'s, whose window loop is the same, until its row loads were made volatile on CUDA
-    (``_load_rows``): ptxas had scheduled some of them after the math that waits on the others
-    (bench/RESULTS.md, seventh round)."""
+    (``_load_rows``: ptxas had scheduled some of them after the math that waits on the others)
+    and, 1.10x, until the per-output block moved into ``pool_output`` (same instructions, a
+    different schedule); now 1.01-1.03x (bench/RESULTS.md, seventh round)."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     for i in range(pid, num_outputs, num_programs):
