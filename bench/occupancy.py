@@ -21,9 +21,10 @@ How each rung deals out the work (``ascend_kvc.stages``, ``ascend_kvc.stages.wor
   and ``byte-scatter`` are one output per item. ``pre-gather``'s ``index_select`` (a framework
   op) is left out: only its Triton scan is modelled.
 
-Program ``p`` takes items ``p, p + programs, ...`` in every kernel but the split's piece gather. ``busy`` is the share of
-``cores x the busiest program's bytes`` that holds work (1.0: every core reads as much as the
-busiest); ``max/mean`` is the busiest program's bytes over the mean of the programs launched.
+Program ``p`` takes items ``p, p + programs, ...`` in every kernel but the split's piece
+gather. ``busy`` is the share of ``cores x the busiest program's bytes`` that holds work (1.0:
+every core reads as much as the busiest); ``max/mean`` is the busiest program's bytes over the
+mean of the programs launched.
 """
 
 from __future__ import annotations
