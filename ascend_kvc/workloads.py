@@ -15,6 +15,7 @@ import torch
 
 from .layout import COS_SIN_WIDTH, HEAD_DIM, PAGE_BYTES, ROPE_PAIRS, SLOT_BYTES, SLOTS_PER_PAGE, STATE_WIDTH
 
+OFFICIAL_BLOCK_SIZE = 8  # rows per state block in every official case
 OFFICIAL_CASES: tuple[tuple[int, int, int], ...] = tuple(
     (r, t, c) for c in (128, 256, 512) for r, t in ((1, 8192), (4, 32768), (8, 65536), (8, 131072))
 )
@@ -73,7 +74,7 @@ def make_workload(
     total_tokens: int,
     compress_ratio: int,
     *,
-    block_size: int = 8,
+    block_size: int = OFFICIAL_BLOCK_SIZE,
     shuffle: bool = False,
     nonzero_cache: bool = False,
     seed: int = 0,

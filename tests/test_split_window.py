@@ -72,6 +72,19 @@ def test_split_skips_bad_outputs_and_writes_the_rest(route, cores):
     assert report.num_outputs_written >= 1
 
 
+@pytest.mark.parametrize("route", PLANNED)
+def test_split_skips_outputs_with_out_of_range_indices(route, cores):
+    """Outputs whose slot is valid but whose request or position is not: the piece gather finds
+    them invalid and the merge, which reads no index tensor, must skip them too."""
+    cores(8)
+    w = general_case(128, 8, seed=11, num_reqs=2, outputs_per_req=3, device=DEVICE, skip_some=False)
+    b = w.boundary_token_indices
+    w.token_to_req[b[0]] = w.block_table.shape[0] + 3  # a request past the table
+    w.positions[b[4]] = 126  # a window that would start before position 0
+    report = run_and_check(w, route, validate=False)
+    assert report.num_outputs_written == b.numel() - 2, report
+
+
 def test_vector_cores_sizes_every_ascend_grid(monkeypatch):
     monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
     assert ascend_programs(torch.device("cpu")) == 40

@@ -8,17 +8,20 @@ CPU only and fast: the planner is plain Python, and these tests check the model 
 import pytest
 
 from ascend_kvc.routes import ASCEND_PLANNED_STAGES
+from ascend_kvc.stages import piece_row_tile
 from ascend_kvc.stages.work_split import BUSY_TARGET, MIN_PIECE_ROWS, occupancy, plan_split
-from ascend_kvc.workloads import OFFICIAL_CASES
+from ascend_kvc.workloads import OFFICIAL_BLOCK_SIZE, OFFICIAL_CASES
 
 TARGET_CORES = (40, 48)  # the vector-core counts the planner is tuned for
+OFFICIAL_UNIT = piece_row_tile(OFFICIAL_BLOCK_SIZE)  # the rows of a run's unit in the official cases
 
 
+@pytest.mark.parametrize("row_unit", [1, OFFICIAL_UNIT])
 @pytest.mark.parametrize("cores", TARGET_CORES)
 @pytest.mark.parametrize("case", OFFICIAL_CASES, ids=lambda c: "R{}-T{}-C{}".format(*c))
-def test_planned_rungs_keep_the_cores_busy_on_every_official_case(case, cores):
+def test_planned_rungs_keep_the_cores_busy_on_every_official_case(case, cores, row_unit):
     _, total_tokens, C = case
-    split = plan_split(total_tokens // C, C, cores)
+    split = plan_split(total_tokens // C, C, cores, row_unit=row_unit)
     occ = occupancy(split)
     assert occ.busy >= 0.90, (split, occ)
     assert occ.max_over_mean <= 1.15, (split, occ)
@@ -37,6 +40,30 @@ def test_few_outputs_at_c512_give_every_core_work(outputs, cores):
     rows = [sum(last - first + 1 for _, first, last in split.pieces_of(p)) for p in range(cores)]
     assert min(rows) >= MIN_PIECE_ROWS, (split, rows)
     assert max(rows) - min(rows) <= 1, (split, rows)  # runs differ by a row at most
+    tiled = plan_split(outputs, 512, cores, row_unit=OFFICIAL_UNIT)
+    rows = [sum(last - first + 1 for _, first, last in tiled.pieces_of(p)) for p in range(cores)]
+    assert tiled.split and tiled.programs == cores and min(rows) >= MIN_PIECE_ROWS, (tiled, rows)
+    assert max(rows) - min(rows) <= OFFICIAL_UNIT, (tiled, rows)  # and by a unit, in units
+
+
+def _tiles(split, program, tile):
+    """Row tiles that ``program``'s pieces step through, each window starting on a tile boundary."""
+    return sum(last // tile - first // tile + 1 for _, first, last in split.pieces_of(program))
+
+
+@pytest.mark.parametrize("case", [c for c in OFFICIAL_CASES if c[1] == 8192], ids=lambda c: "R{}-T{}-C{}".format(*c))
+def test_runs_in_whole_tiles_leave_the_busiest_program_fewer_tile_steps(case):
+    # 8192 rows on 40 programs: runs of 204.8 rows step through up to 27 tiles of 8, runs of
+    # 25 or 26 whole tiles through 26
+    _, total_tokens, C = case
+    by_row = plan_split(total_tokens // C, C, 40)
+    by_tile = plan_split(total_tokens // C, C, 40, row_unit=OFFICIAL_UNIT)
+    assert by_tile.split and by_tile.programs == by_row.programs == 40
+    for p in range(40):
+        first, end = by_tile.run(p)
+        assert first % OFFICIAL_UNIT == 0 and end % OFFICIAL_UNIT == 0, (p, first, end)
+    tiles = max(_tiles(by_tile, p, OFFICIAL_UNIT) for p in range(40))
+    assert tiles == -(-by_tile.total_units // 40) < max(_tiles(by_row, p, OFFICIAL_UNIT) for p in range(40))
 
 
 CORE_GRID = (1, 3, 20, 24, 40, 48, 1056)
@@ -45,9 +72,12 @@ RATIO_GRID = (1, 7, 8, 9, 64, 100, 128, 256, 512)
 
 
 def _splits(C):
-    for cores in CORE_GRID:
-        for outputs in OUTPUT_GRID:
-            yield plan_split(outputs, C, cores)
+    for row_unit in (1, 8):
+        if C % row_unit:
+            continue
+        for cores in CORE_GRID:
+            for outputs in OUTPUT_GRID:
+                yield plan_split(outputs, C, cores, row_unit=row_unit)
 
 
 @pytest.mark.parametrize("C", RATIO_GRID)
@@ -56,17 +86,20 @@ def test_pieces_cover_every_window_row_once(C):
         assert 1 <= split.programs <= split.cores, split
         if not split.split:
             continue
-        seen = {}
+        pieces_of_output = {}
+        slots = split.piece_slots
         for p in range(split.programs):
             pieces = split.pieces_of(p)
-            assert pieces and len(pieces) <= split.piece_slots, (split, p, pieces)
+            assert pieces and len(pieces) <= slots, (split, p, pieces)
             assert sum(last - first + 1 for _, first, last in pieces) >= min(MIN_PIECE_ROWS, C), (split, p)
             for o, first, last in pieces:
                 assert 0 <= o < split.num_outputs and 0 <= first <= last < C, (split, p, pieces)
-                for row in range(first, last + 1):
-                    assert (o, row) not in seen, (split, p, o, row)
-                    seen[(o, row)] = p
-        assert len(seen) == split.num_outputs * C, split  # with the check above: each row exactly once
+                pieces_of_output.setdefault(o, []).append((first, last))
+        assert sorted(pieces_of_output) == list(range(split.num_outputs)), split
+        for o, pieces in pieces_of_output.items():  # each window's rows exactly once: end to end from 0 to C - 1
+            rows = sorted(pieces)
+            assert rows[0][0] == 0 and rows[-1][1] == C - 1, (split, o, rows)
+            assert all(b[0] == a[1] + 1 for a, b in zip(rows, rows[1:])), (split, o, rows)
 
 
 @pytest.mark.parametrize("C", RATIO_GRID)
@@ -122,3 +155,5 @@ def test_min_piece_rows_bounds_the_runs():
     assert split.programs == 256 and split.pieces == 8 and occupancy(split).max_pieces == 1, split
     with pytest.raises(ValueError, match="min_piece_rows"):
         plan_split(32, 256, 528, min_piece_rows=0)
+    with pytest.raises(ValueError, match="row_unit must divide"):
+        plan_split(32, 100, 40, row_unit=8)

@@ -160,30 +160,33 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
     )
 
 
-_MERGE_INDEX_POINTERS = {k: v for k, v in _INDEX_POINTERS.items() if k != "block_table_ptr"}
+def piece_row_tile(block_size: int) -> int:
+    """Rows per window tile of the piece gather; the runs of a split are whole numbers of them
+    (``work_split.plan_split``'s ``row_unit``)."""
+    return row_tile(512, block_size, PIECE_ROW_TILE_BYTES)
 
 
 def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype) -> list[KernelSpec]:
     """The piece gather and the merge of a split window (``split_window``)."""
     from ..slot_bytes import SLOT_LAYOUT_CONSTEXPRS
 
-    tile = row_tile(512, block_size, PIECE_ROW_TILE_BYTES)
+    tile = piece_row_tile(block_size)
     piece = KernelSpec(
         "ascend_kvc.stages.split_window", "_window_piece_kernel",
         dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["piece"],
-             VOLATILE_ROWS=False),
-        {"state_ptr": _state_pointer(state_dtype), **_INDEX_POINTERS, "part_ptr": "*fp32"},
+             VOLATILE_ROWS=False, RUN_ROWS=tile),
+        {"state_ptr": _state_pointer(state_dtype), **_INDEX_POINTERS, "part_ptr": "*fp32", "head_ptr": "*i64"},
     )
-    common = {"part_ptr": "*fp32", **_MERGE_INDEX_POINTERS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32"}
+    common = {"part_ptr": "*fp32", "head_ptr": "*i64", "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32"}
     from .split_window import MERGE_ROWS
 
     if _LADDER[stage][4] == "fused":
         merge = KernelSpec("ascend_kvc.stages.split_window", "_merge_to_slot_kernel",
-                           dict(C=C, MERGE_ROWS=MERGE_ROWS, **SLOT_LAYOUT_CONSTEXPRS),
+                           dict(C=C, MERGE_ROWS=MERGE_ROWS, RUN_ROWS=tile, **SLOT_LAYOUT_CONSTEXPRS),
                            {**common, "kv_cache_ptr": "*u8"})
     else:
         merge = KernelSpec("ascend_kvc.stages.split_window", "_merge_to_bf16_kernel",
-                           dict(C=C, MERGE_ROWS=MERGE_ROWS),
+                           dict(C=C, MERGE_ROWS=MERGE_ROWS, RUN_ROWS=tile),
                            {**common, "y_bf16_ptr": "*i16", "slot_out_ptr": "*i64"})
     return [piece, merge]
 

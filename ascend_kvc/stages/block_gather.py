@@ -136,6 +136,30 @@ def pool_window(
 
 
 @triton.jit
+def pool_resolved(
+    ok, req, pos, first, last,
+    state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
+    block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
+    num_blocks, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
+    C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr,
+):
+    """Rows ``first..last`` of the window of a resolved output (``resolve_output``'s ``ok, req,
+    pos``; 0 is the window's first row) pooled over all 512 dims with unmasked middle blocks:
+    ``(m, l, acc, n_bad)``. Nothing is read for an invalid output (``n_bad`` 1)."""
+    m = tl.full([512], float("-inf"), tl.float32)
+    l = tl.zeros([512], tl.float32)
+    acc = tl.zeros([512], tl.float32)
+    n_bad = tl.where(ok, 0, 1)
+    if ok:
+        t0 = pos - C + 1
+        m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, t0 + first,
+                                       t0 + last, block_size, tl.arange(0, 512), state_s0, state_s1, state_s2,
+                                       m, l, acc, n_bad, ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+    return m, l, acc, n_bad
+
+
+@triton.jit
 def pool_output(
     i, first, last,
     state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
@@ -146,22 +170,15 @@ def pool_output(
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
     VOLATILE_ROWS: tl.constexpr,
 ):
-    """Output ``i`` resolved (``resolve_output``) and rows ``first..last`` of its window (0 is the
-    window's first row) pooled over all 512 dims with unmasked middle blocks:
-    ``(ok, pos, slot, m, l, acc, n_bad)``. Nothing is read for an invalid output (``n_bad`` 1).
-    The window loop of the default's gather, ``fused`` and the piece gather of a split."""
+    """Output ``i`` resolved (``resolve_output``) and rows ``first..last`` of its window pooled
+    (``pool_resolved``): ``(ok, pos, slot, m, l, acc, n_bad)``. The window loop of the default's
+    gather and ``fused``."""
     ok, req, pos, slot = resolve_output(
         i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
         num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-    m = tl.full([512], float("-inf"), tl.float32)
-    l = tl.zeros([512], tl.float32)
-    acc = tl.zeros([512], tl.float32)
-    n_bad = tl.where(ok, 0, 1)
-    if ok:
-        t0 = pos - C + 1
-        m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, t0 + first,
-                                       t0 + last, block_size, tl.arange(0, 512), state_s0, state_s1, state_s2,
-                                       m, l, acc, n_bad, ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+    m, l, acc, n_bad = pool_resolved(ok, req, pos, first, last, state_ptr, block_table_ptr, num_blocks, block_size,
+                                     state_s0, state_s1, state_s2, bt_s0, bt_s1,
+                                     C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
     return ok, pos, slot, m, l, acc, n_bad
 
 

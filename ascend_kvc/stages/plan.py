@@ -70,7 +70,7 @@ class AscendPlan:
     """The launches of ``ascend:<stage>`` for one argument signature."""
 
     def __init__(self, args, out: torch.Tensor | None, stage: str):
-        from . import VOLATILE_ROWS_ON_CUDA, kernel_specializations
+        from . import VOLATILE_ROWS_ON_CUDA, kernel_specializations, piece_row_tile
 
         dev = args.device
         n, C, bs = args.num_outputs, args.compress_ratio, args.block_size
@@ -87,7 +87,7 @@ class AscendPlan:
         if self.nothing_to_do:
             return
         min_rows = GPU_MIN_PIECE_ROWS if dev.type == "cuda" and vector_cores_override() is None else MIN_PIECE_ROWS
-        self.split = plan_split(n, C, ascend_programs(dev), min_rows)
+        self.split = plan_split(n, C, ascend_programs(dev), min_rows, piece_row_tile(bs))
         specs = kernel_specializations(stage, bs, C, args.state_cache.dtype, split=self.split.split)
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         kv_s0 = args.kv_cache.shape[1] if out is None else out.stride(0)  # out=None: a new contiguous tensor
@@ -95,11 +95,12 @@ class AscendPlan:
         table = (n, num_tokens, bt.shape[0], bt.shape[1], st.shape[0], num_slots, cs.shape[0], bs,
                  st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1))
         programs, slots = self.split.programs, self.split.piece_slots
-        merge_shape = (n, programs, slots, num_tokens, bt.shape[0], bt.shape[1], num_slots, cs.shape[0], bs,
-                       cs.stride(0), cs.stride(1))
+        merge_shape = (n, programs, slots, cs.stride(0), cs.stride(1))
         eps = args.rms_norm_eps
-        part, y, slot = _Scratch("part", torch.float32), _Scratch("y", torch.int16), _Scratch("slot", torch.int64)
-        sizes = {"part": programs * slots * (STATE_FLOATS + 1) * 4, "y": n * HEAD_DIM * 2, "slot": n * 8,
+        part, head = _Scratch("part", torch.float32), _Scratch("head", torch.int64)
+        y, slot = _Scratch("y", torch.int16), _Scratch("slot", torch.int64)
+        sizes = {"part": programs * slots * (STATE_FLOATS + 1) * 4, "head": n * 2 * 8, "y": n * HEAD_DIM * 2,
+                 "slot": n * 8,
                  "nope": n * NOPE_DIM, "scale": n * NOPE_GROUPS * 4}
         lists = {
             "_gather_to_bf16_kernel": (
@@ -108,9 +109,9 @@ class AscendPlan:
             "_fused_compress_kernel": (
                 STATE, *_INDEX_ARGS, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),
                 kv_s0, eps),
-            "_window_piece_kernel": (STATE, *_INDEX_ARGS, BLOCK_TABLE, part, n, programs, slots, *table[1:]),
-            "_merge_to_slot_kernel": (part, *_INDEX_ARGS, WEIGHT, COS_SIN, _OUT, *merge_shape, kv_s0, eps),
-            "_merge_to_bf16_kernel": (part, *_INDEX_ARGS, WEIGHT, COS_SIN, y, slot, *merge_shape, eps),
+            "_window_piece_kernel": (STATE, *_INDEX_ARGS, BLOCK_TABLE, part, head, n, programs, slots, *table[1:]),
+            "_merge_to_slot_kernel": (part, head, WEIGHT, COS_SIN, _OUT, *merge_shape, kv_s0, eps),
+            "_merge_to_bf16_kernel": (part, head, WEIGHT, COS_SIN, y, slot, *merge_shape, eps),
             "_quantize_bf16_kernel": (y, slot, _Scratch("nope", torch.int8), _Scratch("scale", torch.int32), n),
             "_byte_scatter_kernel": (
                 _Scratch("nope", torch.uint8), _Scratch("y", torch.uint8), _Scratch("scale", torch.uint8), slot,

@@ -1,15 +1,19 @@
 """The work split of the default and ``fused`` rungs: runs of window rows, then a merge (two launches).
 
 When one window per program would leave vector cores idle (``work_split.plan_split``), the
-call's windows are laid end to end, ``num_outputs * C`` rows in output order, and program ``p``
-of ``programs`` reads the run ``[p * R // programs, (p + 1) * R // programs)`` of them. A run is
-one piece per window it touches: ``_window_piece_kernel`` pools each piece with the
+call's windows are laid end to end, ``num_outputs * C`` rows in output order, in units of
+``RUN_ROWS`` rows (the piece gather's ``ROW_TILE``), and program ``p`` of ``programs`` reads the
+run of units ``[p * U // programs, (p + 1) * U // programs)``, ``U = num_outputs * C / RUN_ROWS``.
+A run is one piece per window it touches: ``_window_piece_kernel`` pools each piece with the
 block-centric window loop of ``block_gather.pool_window`` (one block-table lookup per physical
 block, ``[ROW_TILE, 512]`` row tiles) and leaves the piece's softmax state in scratch slot
-``p * piece_slots + j`` (the run's ``j``-th piece). A second launch merges each output's pieces,
-those of the programs whose runs hold its first to its last row, and ends the way the unsplit
-rung does: ``_merge_to_slot_kernel`` with ``slot_bytes.store_pooled_slot_bytes`` (``fused``), or
-``_merge_to_bf16_kernel`` with the real bf16 tensor the default's quantise kernel reads.
+``p * piece_slots + j`` (the run's ``j``-th piece). The program whose run holds a window's first
+row also writes the output's *head*: its slot (-1 when the output is skipped) and position.
+A second launch merges each output's pieces, those of the programs whose runs hold its first to
+its last row, and ends the way the unsplit rung does: ``_merge_to_slot_kernel`` with
+``slot_bytes.store_pooled_slot_bytes`` (``fused``), or ``_merge_to_bf16_kernel`` with the real
+bf16 tensor the default's quantise kernel reads. The merge reads the head, not the index
+tensors, so it waits on one read before the states instead of a chain of three.
 
 No cross-core atomics and no ordering between programs of one launch: the merge runs only after
 every piece of the launch before it has been written, which is the stream's own order.
@@ -22,7 +26,7 @@ import triton.language as tl
 
 from ..slot_bytes import store_pooled_slot_bytes
 from ..triton_helpers import resolve_output
-from .block_gather import pool_output, store_rotated_bf16
+from .block_gather import pool_resolved, store_rotated_bf16
 
 STATE_FLOATS = 3 * 512  # a piece's state: running max, sum and weighted sum per dimension
 MERGE_ROWS = 4  # piece states a merge step reads as one [MERGE_ROWS, 512] tile
@@ -34,24 +38,34 @@ def _window_piece_kernel(
     boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
     block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
     part_ptr,  # out, [programs * piece_slots, 3, 512] float32 states, then as many bad-block counts
+    head_ptr,  # out, [num_outputs, 2] int64: each output's slot (-1: skip) and position
     num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos,
     block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
-    VOLATILE_ROWS: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr,
 ):
     pid = tl.program_id(0)
     dims = tl.arange(0, 512)
-    total = tl.cast(num_outputs, tl.int64) * C  # the windows' rows laid end to end
-    first = (pid * total // programs).to(tl.int32)  # this program's run: rows [first, end)
-    end = ((pid + 1) * total // programs).to(tl.int32)
+    units = tl.cast(num_outputs, tl.int64) * (C // RUN_ROWS)  # the windows laid end to end, in RUN_ROWS units
+    first = (pid * units // programs * RUN_ROWS).to(tl.int32)  # this program's run: rows [first, end)
+    end = ((pid + 1) * units // programs * RUN_ROWS).to(tl.int32)
     first_output = first // C
+    last_output = (end - 1) // C
     bad_counts = part_ptr + tl.cast(programs * piece_slots, tl.int64) * 1536
-    for i in range(first_output, (end - 1) // C + 1):  # one piece per window the run touches
-        ok, pos, slot, m, l, acc, n_bad = pool_output(
-            i, tl.maximum(first - i * C, 0), tl.minimum(end - i * C, C) - 1, state_ptr, boundary_ptr,
-            token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr, num_tokens, num_reqs, blocks_per_req,
-            num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
-            C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+    for i in range(first_output, last_output + 1):  # one piece per window the run touches
+        ok, req, pos, slot = resolve_output(
+            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+        lo = tl.maximum(first - i * C, 0)
+        # The piece that holds the window's first row tells the merge where the output goes, before
+        # its rows are pooled: stored after them, the slot and position stayed live through the
+        # window loop and this kernel measured up to 6% slower on an H200 (bench/RESULTS.md).
+        if lo == 0:
+            tl.store(head_ptr + 2 * i, tl.where(ok, slot, -1))
+            tl.store(head_ptr + 2 * i + 1, pos)
+        m, l, acc, n_bad = pool_resolved(
+            ok, req, pos, lo, tl.minimum(end - i * C, C) - 1, state_ptr, block_table_ptr, num_blocks, block_size,
+            state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
         piece = pid * piece_slots + (i - first_output)
         state = part_ptr + tl.cast(piece, tl.int64) * 1536 + dims
         tl.store(state, m)
@@ -61,7 +75,8 @@ def _window_piece_kernel(
 
 
 @triton.jit
-def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.constexpr, MERGE_ROWS: tl.constexpr):
+def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.constexpr, MERGE_ROWS: tl.constexpr,
+                 RUN_ROWS: tl.constexpr):
     """Output ``i``'s pooled ``c [512]`` from its pieces' states, and its bad-block count.
 
     The pieces are those of the programs ``first_program`` to ``last_program``, whose runs hold the
@@ -72,11 +87,12 @@ def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.co
     online-softmax rescaling. Every piece of a valid output holds at least one row, so its max is
     finite.
     """
-    total = tl.cast(num_outputs, tl.int64) * C
-    row = tl.cast(i, tl.int64) * C  # the window's first row, windows laid end to end
-    first_program = (((row + 1) * programs - 1) // total).to(tl.int32)
-    last_program = (((row + C) * programs - 1) // total).to(tl.int32)
-    first_piece = first_program * piece_slots + i - (first_program * total // programs).to(tl.int32) // C
+    W: tl.constexpr = C // RUN_ROWS  # units a window
+    units = tl.cast(num_outputs, tl.int64) * W
+    unit = tl.cast(i, tl.int64) * W  # the window's first unit, windows laid end to end
+    first_program = (((unit + 1) * programs - 1) // units).to(tl.int32)
+    last_program = (((unit + W) * programs - 1) // units).to(tl.int32)
+    first_piece = first_program * piece_slots + i - (first_program * units // programs).to(tl.int32) // W
     bad_counts = part_ptr + tl.cast(programs * piece_slots, tl.int64) * 1536
     state = part_ptr + tl.cast(first_piece, tl.int64) * 1536 + dims
     mx = tl.load(state)
@@ -101,45 +117,43 @@ def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.co
 
 
 @triton.jit
-def merge_output(
-    part_ptr, i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-    num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
-    C: tl.constexpr, MERGE_ROWS: tl.constexpr,
-):
-    """Output ``i`` resolved and its pieces merged: ``(ok, pos, slot, c [512], bad)``. A skipped
-    output's pieces hold no rows: nothing is merged (``c`` zero, ``bad`` 1).
+def merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C: tl.constexpr,
+                 MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr):
+    """Output ``i``'s slot and position, as the piece gather resolved them, and its pieces merged:
+    ``(ok, pos, slot, c [512], bad)``. A skipped output's pieces hold no rows: nothing is merged
+    (``c`` zero, ``bad`` 1).
 
-    The merge waits for the index reads on purpose: merging every output's pieces before its
-    validity is known (their places follow from ``i`` alone) measured slower on an H200 with the
-    full grid (bench/RESULTS.md, seventh round)."""
-    ok, req, pos, slot = resolve_output(
-        i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-        num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+    The merge reads no index tensor: one read of ``head`` replaces the chain of index reads that
+    resolving the output again would wait on. The states are read only once the output is known
+    to be valid: reading them ahead of that test measured slower on an H200 with the full grid
+    (bench/RESULTS.md, seventh round)."""
+    slot = tl.load(head_ptr + 2 * i)
+    pos = tl.load(head_ptr + 2 * i + 1)
+    ok = slot >= 0
     c = tl.zeros([512], tl.float32)
     bad = 1.0
     if ok:
-        c, bad = merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, tl.arange(0, 512), C, MERGE_ROWS)
+        c, bad = merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, tl.arange(0, 512), C, MERGE_ROWS,
+                              RUN_ROWS)
     return ok, pos, slot, c, bad
 
 
 @triton.jit
 def _merge_to_slot_kernel(
     part_ptr,  # in, the piece states of ``_window_piece_kernel``
-    boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
+    head_ptr,  # in, [num_outputs, 2] int64: slot (-1: skip) and position, from ``_window_piece_kernel``
     weight_ptr,  # in, [512], bfloat16/float32, unit stride
     cos_sin_ptr,  # in, [max_pos, 64], float32
     kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
-    num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
-    cs_s0, cs_s1, kv_s0, eps,
-    C: tl.constexpr, MERGE_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr,
+    num_outputs, programs, piece_slots, cs_s0, cs_s1, kv_s0, eps,
+    C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr,
     SCALE_REGION: tl.constexpr, SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     for i in range(pid, num_outputs, num_programs):
-        ok, pos, slot, c, bad = merge_output(
-            part_ptr, i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_outputs, programs,
-            piece_slots, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C, MERGE_ROWS)
+        ok, pos, slot, c, bad = merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C,
+                                             MERGE_ROWS, RUN_ROWS)
         if ok & (bad == 0):
             store_pooled_slot_bytes(c, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0,
                                     C, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)
@@ -148,21 +162,19 @@ def _merge_to_slot_kernel(
 @triton.jit
 def _merge_to_bf16_kernel(
     part_ptr,  # in, the piece states of ``_window_piece_kernel``
-    boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
+    head_ptr,  # in, [num_outputs, 2] int64: slot (-1: skip) and position, from ``_window_piece_kernel``
     weight_ptr,  # in, [512], bfloat16/float32, unit stride
     cos_sin_ptr,  # in, [max_pos, 64], float32
     y_bf16_ptr,  # out, [num_outputs, 512], int16: the bits of bf16(y), RoPE dims rotated
     slot_out_ptr,  # out, [num_outputs], int64: destination slot, -1 = skip
-    num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size,
-    cs_s0, cs_s1, eps,
-    C: tl.constexpr, MERGE_ROWS: tl.constexpr,
+    num_outputs, programs, piece_slots, cs_s0, cs_s1, eps,
+    C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     for i in range(pid, num_outputs, num_programs):
-        ok, pos, slot, c, bad = merge_output(
-            part_ptr, i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_outputs, programs,
-            piece_slots, num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C, MERGE_ROWS)
+        ok, pos, slot, c, bad = merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C,
+                                             MERGE_ROWS, RUN_ROWS)
         if ok:  # a skipped output's row is never read
             store_rotated_bf16(c, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok,
                                y_bf16_ptr + tl.cast(i, tl.int64) * 512)

@@ -5,10 +5,13 @@ outputs, one whole window each. That keeps every core busy only when the outputs
 share out evenly: 16 outputs on 40 cores leave 24 idle, and 64 outputs on 40 cores take two rounds
 of which the second keeps 24 cores busy.
 
-Split, the call's windows are laid end to end, ``num_outputs * C`` rows in output order, and
-program ``p`` of ``P`` reads the contiguous run ``[p * R // P, (p + 1) * R // P)`` of them
-(``R = num_outputs * C``). Every program then reads the same number of rows, give or take one, and
-a run that crosses the end of a window becomes two *pieces*: one per window it touches. Each
+Split, the call's windows are laid end to end, ``num_outputs * C`` rows in output order, in
+*units* of ``row_unit`` rows (the piece gather's row tile, which divides ``C``), and program ``p``
+of ``P`` reads the contiguous run of units ``[p * U // P, (p + 1) * U // P)``, ``U = num_outputs
+* C / row_unit``. Every program then reads the same number of units, give or take one. Runs
+start and end a whole number of units into a window, so where windows start on a block boundary
+(as every official one does) no run splits a row tile, whose step costs the same whatever its
+mask. A run that crosses the end of a window becomes two *pieces*: one per window it touches. Each
 piece leaves its softmax state (running max, sum and weighted sum per dimension) in slot
 ``p * piece_slots + j`` (the program's ``j``-th piece), and a second kernel merges each output's
 pieces, which come from the programs ``first_program(o)`` to ``last_program(o)``.
@@ -47,16 +50,21 @@ class WorkSplit:
     cores: int  # the vector cores the split is planned for
     programs: int  # persistent programs of the gather (or piece gather) grid
     split: bool  # windows cut into runs: a piece gather, then a merge launch
+    row_unit: int = 1  # runs are whole numbers of these rows (the piece gather's row tile)
 
     @property
     def total_rows(self) -> int:
         return self.num_outputs * self.compress_ratio
 
+    @property
+    def total_units(self) -> int:
+        return self.total_rows // self.row_unit
+
     def run(self, program: int) -> tuple[int, int]:
         """``[first, end)`` rows of the windows laid end to end that ``program`` reads, as the
         kernels compute them."""
-        R, P = self.total_rows, self.programs
-        return program * R // P, (program + 1) * R // P
+        U, P, A = self.total_units, self.programs, self.row_unit
+        return program * U // P * A, (program + 1) * U // P * A
 
     def pieces_of(self, program: int) -> list[tuple[int, int, int]]:
         """``(output, first, last)`` window rows (0 = a window's first row) of each piece of
@@ -77,11 +85,13 @@ class WorkSplit:
 
     def first_program(self, output: int) -> int:
         """The program that reads ``output``'s first window row (as the merge computes it)."""
-        return ((output * self.compress_ratio + 1) * self.programs - 1) // self.total_rows
+        W = self.compress_ratio // self.row_unit  # units a window
+        return ((output * W + 1) * self.programs - 1) // self.total_units
 
     def last_program(self, output: int) -> int:
         """The program that reads ``output``'s last window row (as the merge computes it)."""
-        return ((output + 1) * self.compress_ratio * self.programs - 1) // self.total_rows
+        W = self.compress_ratio // self.row_unit
+        return ((output + 1) * W * self.programs - 1) // self.total_units
 
     @property
     def pieces(self) -> int:
@@ -127,20 +137,23 @@ def occupancy(split: WorkSplit) -> Occupancy:
 
 
 def plan_split(num_outputs: int, compress_ratio: int, cores: int,
-               min_piece_rows: int = MIN_PIECE_ROWS) -> WorkSplit:
+               min_piece_rows: int = MIN_PIECE_ROWS, row_unit: int = 1) -> WorkSplit:
     """No split when one window per program keeps ``BUSY_TARGET`` of ``cores`` busy. Otherwise
-    runs of rows on ``P = min(cores, rows // min_piece_rows)`` programs, or on the largest multiple
-    of the outputs up to ``P`` when that keeps ``BUSY_TARGET`` of ``P`` (one piece a program)."""
-    if num_outputs < 0 or compress_ratio < 1 or cores < 1 or min_piece_rows < 1:
-        raise ValueError(f"need num_outputs >= 0, compress_ratio >= 1, cores >= 1, min_piece_rows >= 1; got "
-                         f"{num_outputs}, {compress_ratio}, {cores}, {min_piece_rows}")
+    runs of ``row_unit``-row units on ``P = min(cores, rows // max(min_piece_rows, row_unit))``
+    programs, or on the largest multiple of the outputs up to ``P`` when that keeps
+    ``BUSY_TARGET`` of ``P`` (one piece a program). ``row_unit`` must divide ``compress_ratio``."""
+    if num_outputs < 0 or compress_ratio < 1 or cores < 1 or min_piece_rows < 1 or row_unit < 1:
+        raise ValueError(f"need num_outputs >= 0, compress_ratio >= 1, cores >= 1, min_piece_rows >= 1, "
+                         f"row_unit >= 1; got {num_outputs}, {compress_ratio}, {cores}, {min_piece_rows}, {row_unit}")
+    if compress_ratio % row_unit:
+        raise ValueError(f"row_unit must divide compress_ratio; got {row_unit} and {compress_ratio}")
     n, C = num_outputs, compress_ratio
     unsplit = WorkSplit(n, C, cores, max(1, min(cores, n)), False)
     if n == 0 or occupancy(unsplit).busy >= BUSY_TARGET:
         return unsplit
-    programs = min(cores, max(1, n * C // min_piece_rows))
+    programs = min(cores, max(1, n * C // max(min_piece_rows, row_unit)))
     whole = n * (programs // n)  # every program inside one window: one piece each
     if whole >= BUSY_TARGET * programs:
         programs = whole
-    split = WorkSplit(n, C, cores, programs, True)
+    split = WorkSplit(n, C, cores, programs, True, row_unit)
     return split if occupancy(split).busy > occupancy(unsplit).busy else unsplit
