@@ -89,10 +89,12 @@ ROW_TILE_BYTES = 16 * 1024
 # (bishengir-compile plans at most 190 KiB for it; on an H200 at 40 programs it ran 15-25%
 # faster than [4, 512]).
 PIECE_ROW_TILE_BYTES = 32 * 1024
-# Read the next block's table entry one block ahead (``block_gather.pool_window``) in the
-# unsplit window loops of the default and ``fused`` (on an H200 at 40 programs 25-35% faster);
-# not in the piece gather, where it measured slower at [4, 512] and within 1% at [8, 512].
-LOOKUP_AHEAD = {"unsplit": True, "piece": False}
+# Read the next block's table entry one block ahead (``block_gather.pool_window``) in the window
+# loops of the default, ``fused`` and the piece gather: on an H200 at 40 programs the unsplit
+# loops ran 25-35% faster, and the split calls 1-4% once the piece gather's runs were whole tiles
+# and its head was stored before its window loop (before that, the piece gather measured slower
+# at [4, 512] tiles and within 1% at [8, 512]); within 0.5 us either way on the full grid.
+LOOKUP_AHEAD = {"unsplit": True, "piece": True}
 # Volatile state-row loads (``block_gather._load_rows``) in the launch plans' window loops on CUDA
 # only: ptxas otherwise sank some of a row tile's value loads below the score math in the
 # default's gather, which then waited on memory twice a tile (Triton 3.6 and 3.8, offline SASS).
