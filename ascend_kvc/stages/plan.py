@@ -100,8 +100,7 @@ class AscendPlan:
         part, head = _Scratch("part", torch.float32), _Scratch("head", torch.int64)
         y, slot = _Scratch("y", torch.int16), _Scratch("slot", torch.int64)
         sizes = {"part": programs * slots * (STATE_FLOATS + 1) * 4, "head": n * 2 * 8, "y": n * HEAD_DIM * 2,
-                 "slot": n * 8,
-                 "nope": n * NOPE_DIM, "scale": n * NOPE_GROUPS * 4}
+                 "slot": n * 8, "nope": n * NOPE_DIM, "scale": n * NOPE_GROUPS * 4}
         lists = {
             "_gather_to_bf16_kernel": (
                 STATE, *_INDEX_ARGS, BLOCK_TABLE, y, slot, *table,

@@ -58,8 +58,8 @@ def _window_piece_kernel(
             num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
         lo = tl.maximum(first - i * C, 0)
         # The piece that holds the window's first row tells the merge where the output goes, before
-        # its rows are pooled: stored after them, the slot and position stayed live through the
-        # window loop and this kernel measured up to 6% slower on an H200 (bench/RESULTS.md).
+        # its rows are pooled: stored after them (the slot and position then kept through the
+        # window loop), this kernel measured up to 6% slower on an H200 (bench/RESULTS.md).
         if lo == 0:
             tl.store(head_ptr + 2 * i, tl.where(ok, slot, -1))
             tl.store(head_ptr + 2 * i + 1, pos)
@@ -146,8 +146,8 @@ def _merge_to_slot_kernel(
     cos_sin_ptr,  # in, [max_pos, 64], float32
     kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
     num_outputs, programs, piece_slots, cs_s0, cs_s1, kv_s0, eps,
-    C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr,
-    SCALE_REGION: tl.constexpr, SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
+    C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr,
+    PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr, SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
