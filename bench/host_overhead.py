@@ -15,8 +15,8 @@ import statistics
 import torch
 
 from ascend_kvc import c128_256_512_compress
-from bench.launches import host_samples
 from ascend_kvc.workloads import OFFICIAL_CASES, make_workload
+from bench.launches import host_samples
 
 
 def host_us(call, n: int = 300, idle: bool = False) -> list[float]:

@@ -42,8 +42,8 @@ def test_triton_route_is_quiet_with_skipped_outputs(route):
 
 @pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
 def test_split_windows_are_quiet_with_skipped_outputs(route, monkeypatch):
-    """The same outputs with each window split over 8 cores: the merge combines a skipped
-    output's pieces too, and must not divide 0 by 0 doing it."""
+    """The same outputs with each window split over 8 cores: a skipped output's pieces hold no
+    rows, and neither the piece gather nor the merge may divide 0 by 0 over them."""
     monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "8")
     api.clear_launch_plans()
     try:
