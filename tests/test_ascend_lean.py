@@ -38,14 +38,14 @@ _PLANNED_LAUNCHES = [
     ("ascend", 1, ["_gather_to_bf16_kernel", "_quantize_bf16_kernel", "_byte_scatter_kernel"]),
     ("ascend", 8, ["_window_piece_kernel", "_merge_to_bf16_kernel", "_quantize_bf16_kernel", "_byte_scatter_kernel"]),
     ("ascend:fused", 1, ["_fused_compress_kernel"]),
-    ("ascend:fused", 8, ["_window_piece_slot_kernel"]),
+    ("ascend:fused", 8, ["_window_piece_kernel", "_merge_to_slot_kernel"]),
 ]
 
 
 @pytest.mark.parametrize("route,cores,kernels", _PLANNED_LAUNCHES)
 def test_default_and_fused_launch_few_kernels_and_no_framework_op(route, cores, kernels, monkeypatch):
     """The default: at most 4 launches (gather, quantise, scatter, plus the merge of a split), the
-    gather's output a bf16 tensor; fused: 1, split or not. No framework op on a repeat call."""
+    gather's output a bf16 tensor; fused: 1, or 2 when split. No framework op on a repeat call."""
     monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", str(cores))
     clear_launch_plans()
     w = general_case(128, 8, seed=6, num_reqs=1, outputs_per_req=2, device=DEVICE)
@@ -159,6 +159,6 @@ def test_volatile_row_loads_only_in_cuda_plans(route, cores, monkeypatch):
               for launcher, _, _ in plan.launches if "VOLATILE_ROWS" in launcher.constexprs}
     assert len(looped) == 1  # the gather, or the piece gather of a split
     (kernel, volatile), = looped.items()
-    kind = "piece" if kernel in ("_window_piece_kernel", "_window_piece_slot_kernel") else "unsplit"
+    kind = "piece" if kernel == "_window_piece_kernel" else "unsplit"
     assert volatile is (DEVICE == "cuda" and VOLATILE_ROWS_ON_CUDA[kind])
     clear_launch_plans()

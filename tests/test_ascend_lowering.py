@@ -20,8 +20,8 @@ from tools.ascend_lowering.toolchain import largest_buffers, planned_ub_bits
 
 SCATTER = mx.SCATTER_KERNEL
 SCALAR_GATHER_STAGES = ("random-gather", "pre-gather")
-# Kernels that read no window: the scatter, the quantise kernel, the default's merge of a split window.
-NOT_GATHERS = (SCATTER, "_quantize_bf16_kernel", "_merge_to_bf16_kernel")
+# Kernels that read no window: the scatter, the quantise kernel, the merges of a split window.
+NOT_GATHERS = (SCATTER, "_quantize_bf16_kernel", "_merge_to_slot_kernel", "_merge_to_bf16_kernel")
 _ELEMENT = {"float32": ("f32", 4), "bfloat16": ("bf16", 2)}
 
 

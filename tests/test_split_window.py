@@ -9,7 +9,7 @@ larger than the window), and the merge must give the unsplit bytes.
 import pytest
 import torch
 
-from ascend_kvc import api, c128_256_512_compress, launch
+from ascend_kvc import api, c128_256_512_compress
 from ascend_kvc.device import ascend_programs, persistent_programs
 from ascend_kvc.oracle import check_cache
 from ascend_kvc.stages.work_split import plan_split
@@ -83,22 +83,6 @@ def test_split_skips_outputs_with_out_of_range_indices(route, cores):
     w.positions[b[4]] = 126  # a window that would start before position 0
     report = run_and_check(w, route, validate=False)
     assert report.num_outputs_written == b.numel() - 2, report
-
-
-def test_fused_split_leaves_its_arrival_counters_at_zero(cores):
-    """``fused`` merges a split window in the program that completes its arrival count, which then
-    sets the counter back to zero: repeat calls on other windows and slots (a stale count would
-    merge too early or never) are right, and the stream's counters read zero afterwards."""
-    cores(5)
-    a = general_case(128, 3, seed=21, num_reqs=2, outputs_per_req=2, device=DEVICE)
-    b = general_case(128, 3, seed=22, num_reqs=2, outputs_per_req=2, device=DEVICE)
-    assert plan_split(a.boundary_token_indices.numel(), 128, 5).split
-    for w in (a, b, a):
-        run_and_check(w, "ascend:fused", validate=False)
-    if DEVICE == "cuda":
-        torch.cuda.synchronize()
-    counters = [c for (dev, _), (_, c) in launch._SCRATCH.items() if dev.type == DEVICE]
-    assert counters and all(c.numel() >= 4 for c in counters) and all(int(c.abs().sum()) == 0 for c in counters)
 
 
 def test_vector_cores_sizes_every_ascend_grid(monkeypatch):

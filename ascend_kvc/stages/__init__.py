@@ -169,28 +169,28 @@ def piece_row_tile(block_size: int) -> int:
 
 
 def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype) -> list[KernelSpec]:
-    """The kernels of a split window (``split_window``): for ``fused`` one piece gather whose last
-    program to finish an output merges it and writes its slot; for the default a piece gather,
-    then a merge into the bf16 tensor."""
+    """The piece gather and the merge of a split window (``split_window``)."""
     from ..slot_bytes import SLOT_LAYOUT_CONSTEXPRS
-    from .split_window import MERGE_ROWS
 
     tile = piece_row_tile(block_size)
-    piece = dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["piece"],
-                 VOLATILE_ROWS=False, RUN_ROWS=tile)
-    pieces = {"state_ptr": _state_pointer(state_dtype), **_INDEX_POINTERS, "part_ptr": "*fp32", "head_ptr": "*i64"}
+    piece = KernelSpec(
+        "ascend_kvc.stages.split_window", "_window_piece_kernel",
+        dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["piece"],
+             VOLATILE_ROWS=False, RUN_ROWS=tile),
+        {"state_ptr": _state_pointer(state_dtype), **_INDEX_POINTERS, "part_ptr": "*fp32", "head_ptr": "*i64"},
+    )
+    common = {"part_ptr": "*fp32", "head_ptr": "*i64", "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32"}
+    from .split_window import MERGE_ROWS
+
     if _LADDER[stage][4] == "fused":
-        # CACHE: the merge's loads of the states other programs stored in this launch; the launch
-        # plan makes it ".cg" (skip the L1) on CUDA, like VOLATILE_ROWS.
-        return [KernelSpec("ascend_kvc.stages.split_window", "_window_piece_slot_kernel",
-                           dict(piece, MERGE_ROWS=MERGE_ROWS, CACHE="", **SLOT_LAYOUT_CONSTEXPRS),
-                           {**pieces, "arrivals_ptr": "*i32", "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32",
-                            "kv_cache_ptr": "*u8"})]
-    return [KernelSpec("ascend_kvc.stages.split_window", "_window_piece_kernel", piece, pieces),
-            KernelSpec("ascend_kvc.stages.split_window", "_merge_to_bf16_kernel",
-                       dict(C=C, MERGE_ROWS=MERGE_ROWS, RUN_ROWS=tile),
-                       {"part_ptr": "*fp32", "head_ptr": "*i64", "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32",
-                        "y_bf16_ptr": "*i16", "slot_out_ptr": "*i64"})]
+        merge = KernelSpec("ascend_kvc.stages.split_window", "_merge_to_slot_kernel",
+                           dict(C=C, MERGE_ROWS=MERGE_ROWS, RUN_ROWS=tile, **SLOT_LAYOUT_CONSTEXPRS),
+                           {**common, "kv_cache_ptr": "*u8"})
+    else:
+        merge = KernelSpec("ascend_kvc.stages.split_window", "_merge_to_bf16_kernel",
+                           dict(C=C, MERGE_ROWS=MERGE_ROWS, RUN_ROWS=tile),
+                           {**common, "y_bf16_ptr": "*i16", "slot_out_ptr": "*i64"})
+    return [piece, merge]
 
 
 def _quantize_spec() -> KernelSpec:

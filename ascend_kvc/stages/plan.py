@@ -11,7 +11,7 @@ Launches a call (no host sync, no framework op, no data-dependent allocation):
 | rung | unsplit | split |
 |---|---|---|
 | ``triton-quant`` | gather (bf16 out), quantise, scatter | piece gather, merge (bf16 out), quantise, scatter |
-| ``fused`` | fused | piece gather whose last program per output merges it (slot bytes) |
+| ``fused`` | fused | piece gather, merge (slot bytes) |
 """
 
 from __future__ import annotations
@@ -52,8 +52,6 @@ class _Scratch:
 
 
 _OUT = object()  # the launch argument that is the cache written
-_ARRIVALS = object()  # the launch argument that is the arrival counters, zero before and after a launch
-_PIECE_KERNELS = ("_window_piece_kernel", "_window_piece_slot_kernel")  # one run of rows per program
 # The call's tensors, in the operator's argument order.
 STATE, TOKEN_TO_REQ, POSITIONS, BOUNDARY, BLOCK_TABLE, WEIGHT, COS_SIN, SLOT_MAPPING = (_In(k) for k in range(8))
 _INDEX_ARGS = (BOUNDARY, TOKEN_TO_REQ, POSITIONS, SLOT_MAPPING)  # the kernels' index pointer order
@@ -111,9 +109,7 @@ class AscendPlan:
                 STATE, *_INDEX_ARGS, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),
                 kv_s0, eps),
             "_window_piece_kernel": (STATE, *_INDEX_ARGS, BLOCK_TABLE, part, head, n, programs, slots, *table[1:]),
-            "_window_piece_slot_kernel": (
-                STATE, *_INDEX_ARGS, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, part, head, _ARRIVALS, n, programs, slots,
-                *table[1:], cs.stride(0), cs.stride(1), kv_s0, eps),
+            "_merge_to_slot_kernel": (part, head, WEIGHT, COS_SIN, _OUT, *merge_shape, kv_s0, eps),
             "_merge_to_bf16_kernel": (part, head, WEIGHT, COS_SIN, y, slot, *merge_shape, eps),
             "_quantize_bf16_kernel": (y, slot, _Scratch("nope", torch.int8), _Scratch("scale", torch.int32), n),
             "_byte_scatter_kernel": (
@@ -125,14 +121,12 @@ class AscendPlan:
         for spec in specs:
             arguments = lists[spec.kernel]
             kernel = getattr(importlib.import_module(spec.module), spec.kernel)
-            # the piece gathers: one run of rows per program; the others: persistent, one output at a time
-            piece = spec.kernel in _PIECE_KERNELS
-            grid = (programs if piece else max(1, min(n, self.split.cores)),)
+            # the piece gather: one run of rows per program; the others: persistent, one output at a time
+            grid = (programs if spec.kernel == "_window_piece_kernel" else max(1, min(n, self.split.cores)),)
             constexprs = dict(spec.constexprs)
             if dev.type == "cuda" and "VOLATILE_ROWS" in constexprs:
-                constexprs["VOLATILE_ROWS"] = VOLATILE_ROWS_ON_CUDA["piece" if piece else "unsplit"]
-            if dev.type == "cuda" and "CACHE" in constexprs:
-                constexprs["CACHE"] = ".cg"  # the L1 is not coherent across SMs
+                constexprs["VOLATILE_ROWS"] = VOLATILE_ROWS_ON_CUDA[
+                    "piece" if spec.kernel == "_window_piece_kernel" else "unsplit"]
             launches.append((KernelLauncher(kernel, grid, constexprs, {}), arguments))
             for a in arguments:
                 if isinstance(a, _Scratch) and a.name not in self._offsets:
@@ -141,14 +135,11 @@ class AscendPlan:
                     self.scratch_bytes += self._sizes[a.name]
                     self._scratch_names.append(a.name)
             self.kernels.append(spec.kernel)
-        # Arrival counters (``launch.stream_scratch``'s zeroed int32s), one per output, for a kernel
-        # whose last program to finish an output merges it.
-        self.counters = n if any(_ARRIVALS in arguments for _, arguments in launches) else 0
-        # The integer-address path builds one pool a call: [the 9 input addresses, out's, the
-        # counters', the scratch buffers', then every launch's other arguments]; each launch takes
-        # its arguments from the pool with one ``itemgetter``.
-        sources = {**{k: k for k in range(9)}, "out": 9, "arrivals": 10,
-                   **{name: 11 + j for j, name in enumerate(self._scratch_names)}}
+        # The integer-address path builds one pool a call: [the 9 input addresses, out's, the scratch
+        # buffers', then every launch's other arguments]; each launch takes its arguments from the
+        # pool with one ``itemgetter``.
+        sources = {**{k: k for k in range(9)}, "out": 9,
+                   **{name: 10 + j for j, name in enumerate(self._scratch_names)}}
         self._pool_constants: list = []
         for launcher, arguments in launches:
             picks = []
@@ -157,8 +148,6 @@ class AscendPlan:
                     picks.append(sources[a.index])
                 elif a is _OUT:
                     picks.append(sources["out"])
-                elif a is _ARRIVALS:
-                    picks.append(sources["arrivals"])
                 elif isinstance(a, _Scratch):
                     picks.append(sources[a.name])
                 else:
@@ -183,10 +172,10 @@ class AscendPlan:
                 return self(state_cache, token_to_req, positions, boundary_token_indices, block_table,
                             rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers)
         stream = 0 if index is None else torch._C._cuda_getCurrentRawStream(index)
-        scratch, arrivals = stream_scratch(self.device, stream, -(-self.scratch_bytes // 4), self.counters)
+        scratch = stream_scratch(self.device, stream, -(-self.scratch_bytes // 4), 0)[0] if self.scratch_bytes else None
         if pointers is not None and self._takes_addresses():
-            base = scratch.data_ptr()
-            pool = [*pointers[:9], out.data_ptr(), arrivals.data_ptr(), *[base + off for off in self._scratch_offsets],
+            base = scratch.data_ptr() if scratch is not None else 0
+            pool = [*pointers[:9], out.data_ptr(), *[base + off for off in self._scratch_offsets],
                     *self._pool_constants]
             for launcher, _, pick in self.launches:
                 launcher.launch_compiled(stream, *pick(pool))
@@ -195,7 +184,7 @@ class AscendPlan:
                    cos_sin_cache, kv_slot_mapping, kv_cache)
         for launcher, arguments, _ in self.launches:
             launcher(stream, *(
-                tensors[a.index] if isinstance(a, _In) else out if a is _OUT else arrivals if a is _ARRIVALS
+                tensors[a.index] if isinstance(a, _In) else out if a is _OUT
                 else self._view(scratch, a) if isinstance(a, _Scratch) else a for a in arguments))
         return out
 

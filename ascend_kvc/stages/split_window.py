@@ -1,31 +1,22 @@
-"""The work split of the default and ``fused`` rungs: runs of window rows, then a merge.
+"""The work split of the default and ``fused`` rungs: runs of window rows, then a merge (two launches).
 
 When one window per program would leave vector cores idle (``work_split.plan_split``), the
 call's windows are laid end to end, ``num_outputs * C`` rows in output order, in units of
 ``RUN_ROWS`` rows (the piece gather's ``ROW_TILE``), and program ``p`` of ``programs`` reads the
 run of units ``[p * U // programs, (p + 1) * U // programs)``, ``U = num_outputs * C / RUN_ROWS``.
-A run is one piece per window it touches: each piece is pooled with the block-centric window
-loop of ``block_gather.pool_window`` (one block-table lookup per physical block, ``[ROW_TILE,
-512]`` row tiles) and leaves its softmax state in scratch slot ``p * piece_slots + j`` (the run's
-``j``-th piece). The program whose run holds a window's first row also writes the output's
-*head*: its slot (-1 when the output is skipped) and position. The merge of an output's pieces
-(those of the programs whose runs hold its first to its last row) reads the head, not the index
+A run is one piece per window it touches: ``_window_piece_kernel`` pools each piece with the
+block-centric window loop of ``block_gather.pool_window`` (one block-table lookup per physical
+block, ``[ROW_TILE, 512]`` row tiles) and leaves the piece's softmax state in scratch slot
+``p * piece_slots + j`` (the run's ``j``-th piece). The program whose run holds a window's first
+row also writes the output's *head*: its slot (-1 when the output is skipped) and position.
+A second launch merges each output's pieces, those of the programs whose runs hold its first to
+its last row, and ends the way the unsplit rung does: ``_merge_to_slot_kernel`` with
+``slot_bytes.store_pooled_slot_bytes`` (``fused``), or ``_merge_to_bf16_kernel`` with the real
+bf16 tensor the default's quantise kernel reads. The merge reads the head, not the index
 tensors, so it waits on one read before the states instead of a chain of three.
 
-The two rungs merge differently:
-
-- The default (``triton-quant``), two launches and no atomics: ``_window_piece_kernel`` leaves
-  the states, and ``_merge_to_bf16_kernel`` merges them after it, in the stream's order, into the
-  real bf16 tensor the default's quantise kernel reads.
-- ``fused``, one launch: ``_window_piece_slot_kernel`` counts each piece it stores in the output's
-  arrival counter (an ``acq_rel`` atomic add at device scope, after a barrier), and the program
-  whose count completes the output merges its pieces and writes the slot bytes with
-  ``slot_bytes.store_pooled_slot_bytes``, then sets the counter back to zero. What it relies on:
-  every store a program makes before its atomic add (the piece's state, the head) is visible to
-  a program whose atomic add on the same counter comes later; triton-ascend documents that
-  release/acquire meaning for ``acq_rel``, the only ordering it supports for ``atomic_add``
-  (device scope only). On CUDA the merge's loads skip the L1 (``.cg``), which other SMs' stores
-  do not update.
+No cross-core atomics and no ordering between programs of one launch: the merge runs only after
+every piece of the launch before it has been written, which is the stream's own order.
 """
 
 from __future__ import annotations
@@ -42,49 +33,6 @@ MERGE_ROWS = 4  # piece states a merge step reads as one [MERGE_ROWS, 512] tile
 
 
 @triton.jit
-def pool_piece(
-    pid, i, first, end, first_output,
-    state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr, part_ptr, head_ptr,
-    programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos,
-    block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
-    C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
-    VOLATILE_ROWS: tl.constexpr,
-):
-    """Pool the piece of output ``i``'s window that the run ``[first, end)`` of program ``pid``
-    holds and store its state (and, for the piece that holds the window's first row, the head)."""
-    dims = tl.arange(0, 512)
-    ok, req, pos, slot = resolve_output(
-        i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-        num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-    lo = tl.maximum(first - i * C, 0)
-    # The piece that holds the window's first row tells the merge where the output goes, before
-    # its rows are pooled: stored after them (the slot and position then kept through the
-    # window loop), the piece gather measured up to 6% slower on an H200 (bench/RESULTS.md).
-    if lo == 0:
-        tl.store(head_ptr + 2 * i, tl.where(ok, slot, -1))
-        tl.store(head_ptr + 2 * i + 1, pos)
-    m, l, acc, n_bad = pool_resolved(
-        ok, req, pos, lo, tl.minimum(end - i * C, C) - 1, state_ptr, block_table_ptr, num_blocks, block_size,
-        state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
-    piece = pid * piece_slots + (i - first_output)
-    state = part_ptr + tl.cast(piece, tl.int64) * 1536 + dims
-    tl.store(state, m)
-    tl.store(state + 512, l)
-    tl.store(state + 1024, acc)
-    tl.store(part_ptr + tl.cast(programs * piece_slots, tl.int64) * 1536 + piece, n_bad.to(tl.float32))
-
-
-@triton.jit
-def run_of(pid, num_outputs, programs, C: tl.constexpr, RUN_ROWS: tl.constexpr):
-    """Program ``pid``'s run ``[first, end)`` of the windows laid end to end, and the outputs
-    whose windows it touches, ``first_output..last_output``."""
-    units = tl.cast(num_outputs, tl.int64) * (C // RUN_ROWS)  # the windows laid end to end, in RUN_ROWS units
-    first = (pid * units // programs * RUN_ROWS).to(tl.int32)
-    end = ((pid + 1) * units // programs * RUN_ROWS).to(tl.int32)
-    return first, end, first // C, (end - 1) // C
-
-
-@triton.jit
 def _window_piece_kernel(
     state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
     boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
@@ -97,28 +45,38 @@ def _window_piece_kernel(
     VOLATILE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    first, end, first_output, last_output = run_of(pid, num_outputs, programs, C, RUN_ROWS)
+    dims = tl.arange(0, 512)
+    units = tl.cast(num_outputs, tl.int64) * (C // RUN_ROWS)  # the windows laid end to end, in RUN_ROWS units
+    first = (pid * units // programs * RUN_ROWS).to(tl.int32)  # this program's run: rows [first, end)
+    end = ((pid + 1) * units // programs * RUN_ROWS).to(tl.int32)
+    first_output = first // C
+    last_output = (end - 1) // C
+    bad_counts = part_ptr + tl.cast(programs * piece_slots, tl.int64) * 1536
     for i in range(first_output, last_output + 1):  # one piece per window the run touches
-        pool_piece(pid, i, first, end, first_output, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr,
-                   slot_mapping_ptr, block_table_ptr, part_ptr, head_ptr, programs, piece_slots, num_tokens,
-                   num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size, state_s0, state_s1,
-                   state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
-
-
-@triton.jit
-def programs_of(i, num_outputs, programs, C: tl.constexpr, RUN_ROWS: tl.constexpr):
-    """The programs whose runs hold output ``i``'s first and last window rows."""
-    W: tl.constexpr = C // RUN_ROWS  # units a window
-    units = tl.cast(num_outputs, tl.int64) * W
-    unit = tl.cast(i, tl.int64) * W  # the window's first unit, windows laid end to end
-    first_program = (((unit + 1) * programs - 1) // units).to(tl.int32)
-    last_program = (((unit + W) * programs - 1) // units).to(tl.int32)
-    return first_program, last_program
+        ok, req, pos, slot = resolve_output(
+            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+        lo = tl.maximum(first - i * C, 0)
+        # The piece that holds the window's first row tells the merge where the output goes, before
+        # its rows are pooled: stored after them (the slot and position then kept through the
+        # window loop), this kernel measured up to 6% slower on an H200 (bench/RESULTS.md).
+        if lo == 0:
+            tl.store(head_ptr + 2 * i, tl.where(ok, slot, -1))
+            tl.store(head_ptr + 2 * i + 1, pos)
+        m, l, acc, n_bad = pool_resolved(
+            ok, req, pos, lo, tl.minimum(end - i * C, C) - 1, state_ptr, block_table_ptr, num_blocks, block_size,
+            state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+        piece = pid * piece_slots + (i - first_output)
+        state = part_ptr + tl.cast(piece, tl.int64) * 1536 + dims
+        tl.store(state, m)
+        tl.store(state + 512, l)
+        tl.store(state + 1024, acc)
+        tl.store(bad_counts + piece, n_bad.to(tl.float32))
 
 
 @triton.jit
 def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.constexpr, MERGE_ROWS: tl.constexpr,
-                 RUN_ROWS: tl.constexpr, CACHE: tl.constexpr):
+                 RUN_ROWS: tl.constexpr):
     """Output ``i``'s pooled ``c [512]`` from its pieces' states, and its bad-block count.
 
     The pieces are those of the programs ``first_program`` to ``last_program``, whose runs hold the
@@ -127,41 +85,40 @@ def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.co
     states apart. The first state starts the running max, denominator and numerator; the later
     ones fold in ``MERGE_ROWS`` at a time, as strided ``[MERGE_ROWS, 512]`` tiles, with the
     online-softmax rescaling. Every piece of a valid output holds at least one row, so its max is
-    finite. ``CACHE``: the loads' cache modifier (``".cg"`` where other cores wrote the states
-    during this launch, on CUDA; ``""`` otherwise).
+    finite.
     """
     W: tl.constexpr = C // RUN_ROWS  # units a window
     units = tl.cast(num_outputs, tl.int64) * W
-    first_program, last_program = programs_of(i, num_outputs, programs, C, RUN_ROWS)
+    unit = tl.cast(i, tl.int64) * W  # the window's first unit, windows laid end to end
+    first_program = (((unit + 1) * programs - 1) // units).to(tl.int32)
+    last_program = (((unit + W) * programs - 1) // units).to(tl.int32)
     first_piece = first_program * piece_slots + i - (first_program * units // programs).to(tl.int32) // W
     bad_counts = part_ptr + tl.cast(programs * piece_slots, tl.int64) * 1536
     state = part_ptr + tl.cast(first_piece, tl.int64) * 1536 + dims
-    mx = tl.load(state, cache_modifier=CACHE)
-    den = tl.load(state + 512, cache_modifier=CACHE)
-    num = tl.load(state + 1024, cache_modifier=CACHE)
-    bad = tl.load(bad_counts + first_piece, cache_modifier=CACHE)
+    mx = tl.load(state)
+    den = tl.load(state + 512)
+    num = tl.load(state + 1024)
+    bad = tl.load(bad_counts + first_piece)
     lanes = tl.arange(0, MERGE_ROWS)
     for p0 in range(first_program + 1, last_program + 1, MERGE_ROWS):
         live = p0 + lanes <= last_program  # [MERGE_ROWS] programs p0, p0 + 1, ...
         piece = lanes * piece_slots  # their slot 0, relative to program p0's
         base = tl.cast(p0 * piece_slots, tl.int64)
         states = part_ptr + base * 1536 + piece[:, None] * 1536 + dims[None, :]  # [MERGE_ROWS, 512]
-        m_k = tl.load(states, mask=live[:, None], other=float("-inf"), cache_modifier=CACHE)
+        m_k = tl.load(states, mask=live[:, None], other=float("-inf"))
         m_new = tl.maximum(mx, tl.max(m_k, axis=0))
         alpha = tl.exp(mx - m_new)
         beta = tl.exp(m_k - m_new[None, :])  # 0 for lanes past the last piece
-        den = den * alpha + tl.sum(tl.load(states + 512, mask=live[:, None], other=0.0, cache_modifier=CACHE) * beta,
-                                   axis=0)
-        num = num * alpha + tl.sum(tl.load(states + 1024, mask=live[:, None], other=0.0, cache_modifier=CACHE) * beta,
-                                   axis=0)
+        den = den * alpha + tl.sum(tl.load(states + 512, mask=live[:, None], other=0.0) * beta, axis=0)
+        num = num * alpha + tl.sum(tl.load(states + 1024, mask=live[:, None], other=0.0) * beta, axis=0)
         mx = m_new
-        bad += tl.sum(tl.load(bad_counts + base + piece, mask=live, other=0.0, cache_modifier=CACHE), axis=0)
+        bad += tl.sum(tl.load(bad_counts + base + piece, mask=live, other=0.0), axis=0)
     return num / den, bad
 
 
 @triton.jit
 def merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C: tl.constexpr,
-                 MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, CACHE: tl.constexpr):
+                 MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr):
     """Output ``i``'s slot and position, as the piece gather resolved them, and its pieces merged:
     ``(ok, pos, slot, c [512], bad)``. A skipped output's pieces hold no rows: nothing is merged
     (``c`` zero, ``bad`` 1).
@@ -170,53 +127,36 @@ def merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C: t
     resolving the output again would wait on. The states are read only once the output is known
     to be valid: reading them ahead of that test measured slower on an H200 with the full grid
     (bench/RESULTS.md, seventh round)."""
-    slot = tl.load(head_ptr + 2 * i, cache_modifier=CACHE)
-    pos = tl.load(head_ptr + 2 * i + 1, cache_modifier=CACHE)
+    slot = tl.load(head_ptr + 2 * i)
+    pos = tl.load(head_ptr + 2 * i + 1)
     ok = slot >= 0
     c = tl.zeros([512], tl.float32)
     bad = 1.0
     if ok:
         c, bad = merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, tl.arange(0, 512), C, MERGE_ROWS,
-                              RUN_ROWS, CACHE)
+                              RUN_ROWS)
     return ok, pos, slot, c, bad
 
 
 @triton.jit
-def _window_piece_slot_kernel(
-    state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
-    boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
-    block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
+def _merge_to_slot_kernel(
+    part_ptr,  # in, the piece states of ``_window_piece_kernel``
+    head_ptr,  # in, [num_outputs, 2] int64: slot (-1: skip) and position, from ``_window_piece_kernel``
     weight_ptr,  # in, [512], bfloat16/float32, unit stride
     cos_sin_ptr,  # in, [max_pos, 64], float32
     kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
-    part_ptr,  # scratch, [programs * piece_slots, 3, 512] float32 states, then as many bad-block counts
-    head_ptr,  # scratch, [num_outputs, 2] int64: each output's slot (-1: skip) and position
-    arrivals_ptr,  # scratch, [>= num_outputs] int32: zero before and after the launch
-    num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos,
-    block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
-    C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
-    VOLATILE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, MERGE_ROWS: tl.constexpr, CACHE: tl.constexpr,
-    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr, SCALE_BYTES: tl.constexpr,
-    SLOTS_PER_PAGE: tl.constexpr,
+    num_outputs, programs, piece_slots, cs_s0, cs_s1, kv_s0, eps,
+    C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr,
+    PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr, SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    first, end, first_output, last_output = run_of(pid, num_outputs, programs, C, RUN_ROWS)
-    for i in range(first_output, last_output + 1):  # one piece per window the run touches
-        pool_piece(pid, i, first, end, first_output, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr,
-                   slot_mapping_ptr, block_table_ptr, part_ptr, head_ptr, programs, piece_slots, num_tokens,
-                   num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size, state_s0, state_s1,
-                   state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
-        first_program, last_program = programs_of(i, num_outputs, programs, C, RUN_ROWS)
-        tl.debug_barrier()  # every store of this program comes before the release below
-        arrived = tl.atomic_add(arrivals_ptr + i, 1, sem="acq_rel", scope="gpu")
-        if arrived == last_program - first_program:  # the output's last piece: merge and write it
-            tl.store(arrivals_ptr + i, 0)  # ready for the next launch
-            ok, pos, slot, c, bad = merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C,
-                                                 MERGE_ROWS, RUN_ROWS, CACHE)
-            if ok & (bad == 0):
-                store_pooled_slot_bytes(c, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot,
-                                        kv_s0, C, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES,
-                                        SLOTS_PER_PAGE)
+    num_programs = tl.num_programs(0)
+    for i in range(pid, num_outputs, num_programs):
+        ok, pos, slot, c, bad = merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C,
+                                             MERGE_ROWS, RUN_ROWS)
+        if ok & (bad == 0):
+            store_pooled_slot_bytes(c, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0,
+                                    C, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)
 
 
 @triton.jit
@@ -234,7 +174,7 @@ def _merge_to_bf16_kernel(
     num_programs = tl.num_programs(0)
     for i in range(pid, num_outputs, num_programs):
         ok, pos, slot, c, bad = merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C,
-                                             MERGE_ROWS, RUN_ROWS, "")
+                                             MERGE_ROWS, RUN_ROWS)
         if ok:  # a skipped output's row is never read
             store_rotated_bf16(c, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok,
                                y_bf16_ptr + tl.cast(i, tl.int64) * 512)
