@@ -27,8 +27,8 @@ and device kernels per call (``torch.profiler``).
 every case with the workloads built again and the bytes checked again, the implementations in a
 rotated order; each time reported is the median of the passes' medians, and the JSON keeps every
 pass. A shared machine has slow stretches that last longer than one case's measurement; passes
-minutes apart keep one stretch from setting a case's figure, and the order keeps it from landing
-on one implementation only. Graph replay, which the host does not pace, is timed once.
+a sweep apart keep one stretch from setting a case's figure, and the order keeps it from
+landing on one implementation only. Graph replay, which the host does not pace, is timed once.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True)
         del w, checked, truth, zero, args
         torch.cuda.empty_cache()
-    for k in range(1, a.passes):  # the eager and host times again, minutes later, in another order
+    for k in range(1, a.passes):  # the eager and host times again, a sweep later, in another order
         for case, shuffled in runs:
             w = make_workload(*case, shuffle=shuffled, nonzero_cache=shuffled, seed=3, device="cuda")
             checked, zero, args = w.checked_args(), w.kv_cache.clone(), w.args()
