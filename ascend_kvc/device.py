@@ -66,6 +66,13 @@ def ascend_programs(device: torch.device) -> int:
     return units * _PROGRAMS_PER_UNIT.get(device.type, 1)
 
 
+def programs_own_cores(device: torch.device) -> bool:
+    """Whether each program of an Ascend grid has a compute unit to itself: on an NPU (one per
+    vector core), under ``ASCEND_KVC_VECTOR_CORES`` (a 910B's view) and on the CPU interpreter;
+    not on CUDA, where ``_PROGRAMS_PER_UNIT`` programs share an SM."""
+    return vector_cores_override() is not None or _PROGRAMS_PER_UNIT.get(device.type, 1) == 1
+
+
 def persistent_programs(device: torch.device, work_items: int) -> int:
     """Programs for a persistent 1-D Ascend grid: ``ascend_programs``, never more than the work."""
     return max(1, min(work_items, ascend_programs(device)))

@@ -15,7 +15,8 @@ How each rung deals out the work (``ascend_kvc.stages``, ``ascend_kvc.stages.wor
 * ``triton-quant`` (the default ``ascend``) and ``fused``, the ``ASCEND_PLANNED_STAGES``: one
   output per work item, or, when that leaves cores idle, the windows laid end to end and cut into
   one run of whole row tiles per program (tiles of the official block size), each run one piece
-  per window it touches (``work_split.plan_split``); ``work_split.occupancy`` is the model.
+  per window it touches (``work_split.plan_split``); ``work_split.occupancy`` is the model. With
+  one program per vector core, as here, the piece gather's wider tiles split every call.
 * every other rung: ``outputs * (512 // BLOCK_D)`` work items of equal size (C rows x BLOCK_D
   of the 512 dims, values and scores), on ``min(cores, work items)`` programs; ``block-d512``
   and ``byte-scatter`` are one output per item. ``pre-gather``'s ``index_select`` (a framework
@@ -89,11 +90,12 @@ def occupancy_rows(cases=None, cores: tuple[int, ...] = CORE_COUNTS, stages=None
     """The model for every (case, cores, rung): ``cases`` as (num_reqs, total_tokens, C)
     (default: the official ones), ``stages`` in ladder order (default: every rung)."""
     from ascend_kvc.routes import ASCEND_PLANNED_STAGES, ASCEND_STAGES
-    from ascend_kvc.stages import piece_row_tile
+    from ascend_kvc.stages import piece_row_tile, unsplit_row_tile
     from ascend_kvc.stages.work_split import occupancy, plan_split
     from ascend_kvc.workloads import OFFICIAL_BLOCK_SIZE, OFFICIAL_CASES
 
     row_unit = piece_row_tile(OFFICIAL_BLOCK_SIZE)  # a split's runs are whole row tiles
+    whole_window_tile = unsplit_row_tile(OFFICIAL_BLOCK_SIZE)  # one program per vector core, as on a 910B
 
     rows = []
     for r, t, C in (OFFICIAL_CASES if cases is None else cases):
@@ -101,7 +103,7 @@ def occupancy_rows(cases=None, cores: tuple[int, ...] = CORE_COUNTS, stages=None
         for k in cores:
             for stage in (ASCEND_STAGES if stages is None else stages):
                 if stage in ASCEND_PLANNED_STAGES:
-                    split = plan_split(n, C, k, row_unit=row_unit)
+                    split = plan_split(n, C, k, row_unit=row_unit, unsplit_row_tile=whole_window_tile)
                     occ = occupancy(split)
                     rows.append(OccupancyRow(
                         f"R{r}-T{t}-C{C}", C, n, k, stage, True, split.pieces, occ.max_pieces, split.work_items,

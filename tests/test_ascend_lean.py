@@ -33,11 +33,16 @@ def test_byte_scatter_runs_at_most_12_kernels_and_quantises_a_real_bf16_tensor()
     assert not {"log2", "exp2", "pow", "index_put", "index_put_", "nonzero"} & set(ops.ops)
 
 
-# (route, cores, kernels a call launches): 2 outputs on 1 core run unsplit, on 8 cores split.
+# (route, cores, kernels a call launches): 2 outputs on 1 core run unsplit, on 8 cores split; on
+# 2 cores, one window each, they split too: each program owns its core, and the piece gather reads
+# wider row tiles than the unsplit kernels at block size 8.
+_SPLIT_DEFAULT = ["_window_piece_kernel", "_merge_to_bf16_kernel", "_quantize_bf16_kernel", "_byte_scatter_kernel"]
 _PLANNED_LAUNCHES = [
     ("ascend", 1, ["_gather_to_bf16_kernel", "_quantize_bf16_kernel", "_byte_scatter_kernel"]),
-    ("ascend", 8, ["_window_piece_kernel", "_merge_to_bf16_kernel", "_quantize_bf16_kernel", "_byte_scatter_kernel"]),
+    ("ascend", 2, _SPLIT_DEFAULT),
+    ("ascend", 8, _SPLIT_DEFAULT),
     ("ascend:fused", 1, ["_fused_compress_kernel"]),
+    ("ascend:fused", 2, ["_window_piece_kernel", "_merge_to_slot_kernel"]),
     ("ascend:fused", 8, ["_window_piece_kernel", "_merge_to_slot_kernel"]),
 ]
 

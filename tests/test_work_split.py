@@ -8,7 +8,7 @@ CPU only and fast: the planner is plain Python, and these tests check the model 
 import pytest
 
 from ascend_kvc.routes import ASCEND_PLANNED_STAGES
-from ascend_kvc.stages import piece_row_tile
+from ascend_kvc.stages import piece_row_tile, unsplit_row_tile
 from ascend_kvc.stages.work_split import BUSY_TARGET, MIN_PIECE_ROWS, occupancy, plan_split
 from ascend_kvc.workloads import OFFICIAL_BLOCK_SIZE, OFFICIAL_CASES
 
@@ -148,6 +148,28 @@ def test_whole_windows_when_they_share_out():
 def test_no_split_when_whole_windows_keep_the_cores_busy():
     split = plan_split(1024, 128, 40)  # 26 rounds, the last 24 of 40 busy: 0.985
     assert not split.split and split.programs == 40 and split.piece_slots == 1, split
+
+
+@pytest.mark.parametrize("outputs,cores", [(1024, 40), (512, 48), (40, 40), (80, 40), (2, 2)])
+def test_wider_piece_tiles_split_calls_that_whole_windows_share_out(outputs, cores):
+    # One program per core (a 910B's view): the piece gather's [8, 512] tiles against the unsplit
+    # kernels' [4, 512] split every call on two cores or more, even where whole windows keep the
+    # cores busy; the runs then keep every core's share within a tile of the mean.
+    wider = dict(row_unit=OFFICIAL_UNIT, unsplit_row_tile=unsplit_row_tile(OFFICIAL_BLOCK_SIZE))
+    assert wider["unsplit_row_tile"] < wider["row_unit"]
+    assert not plan_split(outputs, 128, cores, row_unit=OFFICIAL_UNIT).split  # occupancy alone: no split
+    split = plan_split(outputs, 128, cores, **wider)
+    assert split.split and split.programs == cores, split
+    rows = [end - first for first, end in map(split.run, range(cores))]
+    assert max(rows) - min(rows) <= OFFICIAL_UNIT, rows
+
+
+def test_equal_tiles_or_one_core_leave_the_decision_to_occupancy():
+    assert not plan_split(1024, 128, 40, row_unit=4, unsplit_row_tile=4).split  # block size 4: the same tile
+    assert not plan_split(1024, 128, 1, row_unit=8, unsplit_row_tile=4).split  # one core: nothing to share
+    assert plan_split(16, 512, 40, row_unit=8, unsplit_row_tile=4) == plan_split(16, 512, 40, row_unit=8)
+    with pytest.raises(ValueError, match="unsplit_row_tile"):
+        plan_split(16, 512, 40, row_unit=8, unsplit_row_tile=0)
 
 
 def test_min_piece_rows_bounds_the_runs():

@@ -162,6 +162,12 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
     )
 
 
+def unsplit_row_tile(block_size: int) -> int:
+    """Rows per window tile of the unsplit gathers of the planned rungs (``fused`` and the
+    default's), which keep unified buffer for the finalize."""
+    return row_tile(512, block_size)
+
+
 def piece_row_tile(block_size: int) -> int:
     """Rows per window tile of the piece gather; the runs of a split are whole numbers of them
     (``work_split.plan_split``'s ``row_unit``)."""

@@ -1,8 +1,9 @@
 """Launch plans of the Ascend rungs users run: ``triton-quant`` (the default) and ``fused``.
 
 A plan does a call's host work once per argument signature: the work split
-(``work_split.plan_split`` for the vector cores of ``device.ascend_programs``), the kernels and
-their constexprs (``stages.kernel_specializations``), each launch's argument list, the scratch
+(``work_split.plan_split`` for the vector cores of ``device.ascend_programs``; where programs own
+their cores, ``device.programs_own_cores``, the piece gather's wider tiles split every call), the
+kernels and their constexprs (``stages.kernel_specializations``), each launch's argument list, the scratch
 layout and one ``launch.KernelLauncher`` per kernel. ``ascend_kvc.api`` caches plans, so a repeat
 call with ``validate=False`` finds its stream and scratch and launches the compiled kernels.
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..device import ascend_programs, vector_cores_override
+from ..device import ascend_programs, programs_own_cores, vector_cores_override
 from ..launch import KernelLauncher, stream_scratch
 from ..layout import HEAD_DIM, NOPE_DIM, NOPE_GROUPS, SLOTS_PER_PAGE
 from .split_window import STATE_FLOATS
@@ -70,7 +71,7 @@ class AscendPlan:
     """The launches of ``ascend:<stage>`` for one argument signature."""
 
     def __init__(self, args, out: torch.Tensor | None, stage: str):
-        from . import VOLATILE_ROWS_ON_CUDA, kernel_specializations, piece_row_tile
+        from . import VOLATILE_ROWS_ON_CUDA, kernel_specializations, piece_row_tile, unsplit_row_tile
 
         dev = args.device
         n, C, bs = args.num_outputs, args.compress_ratio, args.block_size
@@ -87,7 +88,8 @@ class AscendPlan:
         if self.nothing_to_do:
             return
         min_rows = GPU_MIN_PIECE_ROWS if dev.type == "cuda" and vector_cores_override() is None else MIN_PIECE_ROWS
-        self.split = plan_split(n, C, ascend_programs(dev), min_rows, piece_row_tile(bs))
+        self.split = plan_split(n, C, ascend_programs(dev), min_rows, piece_row_tile(bs),
+                                unsplit_row_tile(bs) if programs_own_cores(dev) else None)
         specs = kernel_specializations(stage, bs, C, args.state_cache.dtype, split=self.split.split)
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         kv_s0 = args.kv_cache.shape[1] if out is None else out.stride(0)  # out=None: a new contiguous tensor

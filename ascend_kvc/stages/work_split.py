@@ -22,6 +22,14 @@ at most ``ceil(run / C) + 1`` of them, against the ``ceil(outputs * pieces / P)`
 deal of equal pieces. When whole windows already share out over the programs (``P`` a multiple of
 the outputs), the runs are equal pieces of one window each.
 
+Where each program has a core to itself (an NPU, or ``ASCEND_KVC_VECTOR_CORES``), a split has a
+second gain: the piece gather ends in a state store, not in the slot finalize, so it reads wider
+row tiles than the unsplit kernels (``[8, 512]`` against ``[4, 512]`` at block size 8: the unified
+buffer must also hold the finalize). There, when the piece gather's tile is wider, every call on two
+cores or more splits, whatever its output count. Where programs share a compute unit (a GPU's
+grid, four to an SM), splitting calls that share out evenly measured slower, and only the
+occupancy decides.
+
 The model counts the rows of state each program reads (the memory-bound work; merge and index
 reads are small beside it) and assumes a core's time is proportional to its rows. It is a model,
 not a measurement: ``occupancy`` reports what it predicts, and the benchmark reports what a device
@@ -33,8 +41,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Keep at least this share of the cores' time busy without splitting; split otherwise. At 0.95,
-# 256 outputs on 40 cores (0.914 busy unsplit) split, 1024 (0.985) do not.
+# 256 outputs on 40 cores (0.914 busy unsplit) split, 1024 (0.985) do not, unless the piece
+# gather's wider tiles decide (``plan_split``'s ``unsplit_row_tile``).
 BUSY_TARGET = 0.95
+# One program per core, wider piece tiles: on an H200 at 40 programs, calls with 40 to 640 outputs
+# (8 requests, C = 128, 256, 512) ran 1.18-1.60x faster split than one window a program, even
+# where whole windows share out evenly; on the GPU's own grid (four programs an SM) splitting the
+# official cases that share out evenly measured 6-10% slower (bench/RESULTS.md, tenth round).
 # A program of a split reads at least this many rows: a piece's state (3 x 512 fp32, 6 KiB) is
 # written once and read once by the merge, against 4 KiB per fp32 row (values + scores) it reads.
 MIN_PIECE_ROWS = 8
@@ -137,23 +150,31 @@ def occupancy(split: WorkSplit) -> Occupancy:
 
 
 def plan_split(num_outputs: int, compress_ratio: int, cores: int,
-               min_piece_rows: int = MIN_PIECE_ROWS, row_unit: int = 1) -> WorkSplit:
-    """No split when one window per program keeps ``BUSY_TARGET`` of ``cores`` busy. Otherwise
-    runs of ``row_unit``-row units on ``P = min(cores, rows // max(min_piece_rows, row_unit))``
-    programs, or on the largest multiple of the outputs up to ``P`` when that keeps
+               min_piece_rows: int = MIN_PIECE_ROWS, row_unit: int = 1,
+               unsplit_row_tile: int | None = None) -> WorkSplit:
+    """No split when one window per program keeps ``BUSY_TARGET`` of ``cores`` busy, unless
+    ``unsplit_row_tile`` (the unsplit kernels' row tile, given where each program has a core to
+    itself) is narrower than ``row_unit`` and there are two cores or more: then always a split.
+    A split is runs of ``row_unit``-row units on ``P = min(cores, rows // max(min_piece_rows,
+    row_unit))`` programs, or on the largest multiple of the outputs up to ``P`` when that keeps
     ``BUSY_TARGET`` of ``P`` (one piece a program). ``row_unit`` must divide ``compress_ratio``."""
     if num_outputs < 0 or compress_ratio < 1 or cores < 1 or min_piece_rows < 1 or row_unit < 1:
         raise ValueError(f"need num_outputs >= 0, compress_ratio >= 1, cores >= 1, min_piece_rows >= 1, "
                          f"row_unit >= 1; got {num_outputs}, {compress_ratio}, {cores}, {min_piece_rows}, {row_unit}")
     if compress_ratio % row_unit:
         raise ValueError(f"row_unit must divide compress_ratio; got {row_unit} and {compress_ratio}")
+    if unsplit_row_tile is not None and unsplit_row_tile < 1:
+        raise ValueError(f"unsplit_row_tile must be >= 1 or None; got {unsplit_row_tile}")
     n, C = num_outputs, compress_ratio
     unsplit = WorkSplit(n, C, cores, max(1, min(cores, n)), False)
-    if n == 0 or occupancy(unsplit).busy >= BUSY_TARGET:
+    wider_tiles = unsplit_row_tile is not None and row_unit > unsplit_row_tile and cores > 1
+    if n == 0 or (not wider_tiles and occupancy(unsplit).busy >= BUSY_TARGET):
         return unsplit
     programs = min(cores, max(1, n * C // max(min_piece_rows, row_unit)))
     whole = n * (programs // n)  # every program inside one window: one piece each
     if whole >= BUSY_TARGET * programs:
         programs = whole
     split = WorkSplit(n, C, cores, programs, True, row_unit)
+    if wider_tiles and programs > 1:
+        return split
     return split if occupancy(split).busy > occupancy(unsplit).busy else unsplit
