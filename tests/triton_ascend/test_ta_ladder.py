@@ -15,7 +15,7 @@ interpreter runs every program of every launch in Python):
   fresh cache), at most 512 window rows a call;
 - ``ASCEND_KVC_VECTOR_CORES=8`` (grids and the work split as for 8 vector cores) with 1 output at
   C=128 and 2 at C=512 (RoPE rows other than 0): the rungs that split windows run the piece
-  gather and the merge.
+  gather and the merge; and the same cases on one vector core, where they run unsplit.
 
 Every call also records the Triton kernels it launched (through the interpreter's
 ``GridExecutor``): each must be one of its stage's ``stages.kernel_specializations``, at least
@@ -132,16 +132,25 @@ def test_fuzz_examples(stage, case, launches):
     _check_launches(stage, launches[first:], w.block_size, w.compress_ratio, w.state_cache.dtype)
 
 
-# --- grids and work split as for 8 vector cores ---------------------------------------------------
+# --- grids and work split as for 8 vector cores, and for one ------------------------------------
+
+def _vector_cores(monkeypatch, n: int):
+    clear = getattr(api, "clear_launch_plans", lambda: None)
+    monkeypatch.setenv(VECTOR_CORES_ENV, str(n))
+    clear()  # plans are made for the core count of their first call
+    yield n
+    monkeypatch.delenv(VECTOR_CORES_ENV)
+    clear()
+
 
 @pytest.fixture
 def eight_vector_cores(monkeypatch):
-    clear = getattr(api, "clear_launch_plans", lambda: None)
-    monkeypatch.setenv(VECTOR_CORES_ENV, "8")
-    clear()  # plans are made for the core count of their first call
-    yield 8
-    monkeypatch.delenv(VECTOR_CORES_ENV)
-    clear()
+    yield from _vector_cores(monkeypatch, 8)
+
+
+@pytest.fixture
+def one_vector_core(monkeypatch):
+    yield from _vector_cores(monkeypatch, 1)
 
 
 # C -> boundary positions: RoPE rows 256; 512 and 1024 (row 0, whose sin is 0, would hide a
@@ -160,6 +169,21 @@ def test_eight_vector_cores(stage, C, eight_vector_cores, launches):
     if stage in SPLITTING and plan_split(len(positions), C, eight_vector_cores).split:
         want = _kernels(stage, 8, C, w.state_cache.dtype, True)
         assert want <= set(launches), f"ascend:{stage} with 8 cores did not split: launched {launches}"
+
+
+@pytest.mark.parametrize("C", sorted(VECTOR_CORE_CASES))
+@pytest.mark.parametrize("stage", sorted(SPLITTING))
+def test_one_vector_core(stage, C, one_vector_core, launches):
+    # One core never splits: the planned rungs run their unsplit kernels. Elsewhere in this folder
+    # each program owns its core (the CPU interpreter's grid), so the piece gather's wider tiles
+    # split almost every call.
+    positions = VECTOR_CORE_CASES[C]
+    w = _edge_case(C, 8, positions, seed=C)
+    report = run_and_check(w, f"ascend:{stage}")
+    assert report.num_outputs_written == len(positions)
+    _check_launches(stage, launches, 8, C, w.state_cache.dtype)
+    want = _kernels(stage, 8, C, w.state_cache.dtype, False)
+    assert want <= set(launches), f"ascend:{stage} on one core did not run unsplit: launched {launches}"
 
 
 # --- every kernel ran -----------------------------------------------------------------------------
