@@ -95,7 +95,7 @@ def occupancy_rows(cases=None, cores: tuple[int, ...] = CORE_COUNTS, stages=None
     from ascend_kvc.workloads import OFFICIAL_BLOCK_SIZE, OFFICIAL_CASES
 
     row_unit = piece_row_tile(OFFICIAL_BLOCK_SIZE)  # a split's runs are whole row tiles
-    whole_window_tile = unsplit_row_tile(OFFICIAL_BLOCK_SIZE)  # one program per vector core, as on a 910B
+    unsplit_tile = unsplit_row_tile(OFFICIAL_BLOCK_SIZE)  # one program per vector core, as on a 910B
 
     rows = []
     for r, t, C in (OFFICIAL_CASES if cases is None else cases):
@@ -103,7 +103,7 @@ def occupancy_rows(cases=None, cores: tuple[int, ...] = CORE_COUNTS, stages=None
         for k in cores:
             for stage in (ASCEND_STAGES if stages is None else stages):
                 if stage in ASCEND_PLANNED_STAGES:
-                    split = plan_split(n, C, k, row_unit=row_unit, unsplit_row_tile=whole_window_tile)
+                    split = plan_split(n, C, k, row_unit=row_unit, unsplit_row_tile=unsplit_tile)
                     occ = occupancy(split)
                     rows.append(OccupancyRow(
                         f"R{r}-T{t}-C{C}", C, n, k, stage, True, split.pieces, occ.max_pieces, split.work_items,

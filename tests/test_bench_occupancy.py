@@ -12,7 +12,7 @@ from ascend_kvc.workloads import OFFICIAL_BLOCK_SIZE, OFFICIAL_CASES
 from bench import occupancy as model
 
 UNIT = piece_row_tile(OFFICIAL_BLOCK_SIZE)  # the split's runs are whole row tiles of the official block size
-WHOLE_WINDOW_TILE = unsplit_row_tile(OFFICIAL_BLOCK_SIZE)  # one program per vector core: the model is a 910B's view
+UNSPLIT_TILE = unsplit_row_tile(OFFICIAL_BLOCK_SIZE)  # one program per vector core: the model is a 910B's view
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_each_rung_has_its_own_work_item(rows):
     assert (per_output["block-d128"], per_output["block-d256"]) == (4, 2)
     assert per_output["block-d512"] == per_output["byte-scatter"] == 1  # one output per item
     for stage in ASCEND_PLANNED_STAGES:
-        assert per_output[stage] == plan_split(16, 512, 40, row_unit=UNIT, unsplit_row_tile=WHOLE_WINDOW_TILE).pieces > 1
+        assert per_output[stage] == plan_split(16, 512, 40, row_unit=UNIT, unsplit_row_tile=UNSPLIT_TILE).pieces > 1
 
 
 def test_every_program_reads_its_share_and_all_bytes_are_read(rows):
@@ -59,7 +59,7 @@ def test_unsplit_rungs_deal_items_round_robin(rows):
 def test_planned_rungs_are_the_planners_split(rows):
     for r in rows:
         if r.stage in ASCEND_PLANNED_STAGES:
-            split = plan_split(r.outputs, r.compress_ratio, r.cores, row_unit=UNIT, unsplit_row_tile=WHOLE_WINDOW_TILE)
+            split = plan_split(r.outputs, r.compress_ratio, r.cores, row_unit=UNIT, unsplit_row_tile=UNSPLIT_TILE)
             occ = occupancy(split)
             assert split.split  # one program per core and wider piece tiles: every official case splits
             assert (r.items_per_output, r.pieces, r.programs, r.busy, r.max_over_mean) == (

@@ -3,9 +3,10 @@
 A plan does a call's host work once per argument signature: the work split
 (``work_split.plan_split`` for the vector cores of ``device.ascend_programs``; where programs own
 their cores, ``device.programs_own_cores``, the piece gather's wider tiles split every call), the
-kernels and their constexprs (``stages.kernel_specializations``), each launch's argument list, the scratch
-layout and one ``launch.KernelLauncher`` per kernel. ``ascend_kvc.api`` caches plans, so a repeat
-call with ``validate=False`` finds its stream and scratch and launches the compiled kernels.
+kernels and their constexprs (``stages.kernel_specializations``), each launch's argument list,
+the scratch layout and one ``launch.KernelLauncher`` per kernel. ``ascend_kvc.api`` caches plans,
+so a repeat call with ``validate=False`` finds its stream and scratch and launches the compiled
+kernels.
 
 Launches a call (no host sync, no framework op, no data-dependent allocation):
 

@@ -24,11 +24,13 @@ the outputs), the runs are equal pieces of one window each.
 
 Where each program has a core to itself (an NPU, or ``ASCEND_KVC_VECTOR_CORES``), a split has a
 second gain: the piece gather ends in a state store, not in the slot finalize, so it reads wider
-row tiles than the unsplit kernels (``[8, 512]`` against ``[4, 512]`` at block size 8: the unified
-buffer must also hold the finalize). There, when the piece gather's tile is wider, every call on two
-cores or more splits, whatever its output count. Where programs share a compute unit (a GPU's
-grid, four to an SM), splitting calls that share out evenly measured slower, and only the
-occupancy decides.
+row tiles than the unsplit kernels (``[8, 512]`` against ``[4, 512]`` at block size 8: their
+unified buffer must also hold the finalize). There, when the piece gather's tile is wider, every
+call on two cores or more splits, whatever its output count: on an H200 at 40 programs, calls of
+40 to 640 outputs (8 requests, C = 128, 256, 512) ran 1.18-1.60x faster split than with one
+window a program, even where whole windows share out evenly. Where programs share a compute unit (a GPU's
+grid, four to an SM), splitting the official cases that share out evenly measured 6-10% slower,
+and only the occupancy decides (bench/RESULTS.md, tenth round).
 
 The model counts the rows of state each program reads (the memory-bound work; merge and index
 reads are small beside it) and assumes a core's time is proportional to its rows. It is a model,
@@ -44,10 +46,6 @@ from dataclasses import dataclass
 # 256 outputs on 40 cores (0.914 busy unsplit) split, 1024 (0.985) do not, unless the piece
 # gather's wider tiles decide (``plan_split``'s ``unsplit_row_tile``).
 BUSY_TARGET = 0.95
-# One program per core, wider piece tiles: on an H200 at 40 programs, calls with 40 to 640 outputs
-# (8 requests, C = 128, 256, 512) ran 1.18-1.60x faster split than one window a program, even
-# where whole windows share out evenly; on the GPU's own grid (four programs an SM) splitting the
-# official cases that share out evenly measured 6-10% slower (bench/RESULTS.md, tenth round).
 # A program of a split reads at least this many rows: a piece's state (3 x 512 fp32, 6 KiB) is
 # written once and read once by the merge, against 4 KiB per fp32 row (values + scores) it reads.
 MIN_PIECE_ROWS = 8
