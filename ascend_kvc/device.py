@@ -66,6 +66,23 @@ def ascend_programs(device: torch.device) -> int:
     return units * _PROGRAMS_PER_UNIT.get(device.type, 1)
 
 
+# Which rule splits the calls of the default and ``fused`` among vector cores (``work_split``):
+# "auto" (unset) splits where whole windows would leave cores idle and, where each program has a
+# core to itself, every call whose piece gather reads wider tiles than the unsplit loops; the
+# second part was measured on an H200 only. "occupancy" keeps the first part alone, to measure
+# both on an NPU. Read when a launch plan is made, as ``ASCEND_KVC_VECTOR_CORES`` is.
+SPLIT_RULE_ENV = "ASCEND_KVC_SPLIT"
+SPLIT_RULES = ("auto", "occupancy")
+
+
+def split_rule() -> str:
+    """``ASCEND_KVC_SPLIT``: ``"auto"`` when unset or empty, else one of ``SPLIT_RULES``."""
+    value = os.environ.get(SPLIT_RULE_ENV, "").strip() or "auto"
+    if value not in SPLIT_RULES:
+        raise ValueError(f"{SPLIT_RULE_ENV} must be one of {', '.join(SPLIT_RULES)}, got {value!r}")
+    return value
+
+
 def programs_own_cores(device: torch.device) -> bool:
     """Whether each program of an Ascend grid has a compute unit to itself: on an NPU (one per
     vector core), under ``ASCEND_KVC_VECTOR_CORES`` (a 910B's view) and on the CPU interpreter;

@@ -13,7 +13,7 @@ from ascend_kvc import ASCEND_STAGES, c128_256_512_compress, reference
 from ascend_kvc.api import clear_launch_plans
 from ascend_kvc.stages import finalize
 
-from cases import general_case
+from cases import general_case, run_and_check
 from launches import OpCounter, record_triton_launches
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -64,6 +64,29 @@ def test_default_and_fused_launch_few_kernels_and_no_framework_op(route, cores, 
     assert [k for k, _ in launches] == kernels
     assert len(kernels) <= 4
     assert ops.ops == []
+
+
+@pytest.mark.parametrize("route,kernels", [
+    ("ascend", ["_gather_to_bf16_kernel", "_quantize_bf16_kernel", "_byte_scatter_kernel"]),
+    ("ascend:fused", ["_fused_compress_kernel"]),
+])
+def test_split_rule_occupancy_keeps_whole_windows_that_share_out(route, kernels, monkeypatch):
+    """ASCEND_KVC_SPLIT=occupancy: 2 outputs on 2 cores run one window a program again (the
+    default rule splits them, above), with the oracle's bytes; a bad value is refused by name."""
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "2")
+    monkeypatch.setenv("ASCEND_KVC_SPLIT", "occupancy")
+    clear_launch_plans()
+    w = general_case(128, 8, seed=6, num_reqs=1, outputs_per_req=2, device=DEVICE)
+    with record_triton_launches() as launches:
+        run_and_check(w, route, validate=False)
+    assert [k for k, _ in launches] == kernels
+    monkeypatch.setenv("ASCEND_KVC_SPLIT", "never")
+    clear_launch_plans()
+    out = w.kv_cache.clone()
+    with pytest.raises(ValueError, match="ASCEND_KVC_SPLIT"):
+        c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
+    assert torch.equal(out, w.kv_cache)
+    clear_launch_plans()
 
 
 @pytest.mark.parametrize("stage", ASCEND_STAGES)

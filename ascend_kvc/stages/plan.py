@@ -2,11 +2,11 @@
 
 A plan does a call's host work once per argument signature: the work split
 (``work_split.plan_split`` for the vector cores of ``device.ascend_programs``; where programs own
-their cores, ``device.programs_own_cores``, the piece gather's wider tiles split every call), the
-kernels and their constexprs (``stages.kernel_specializations``), each launch's argument list,
-the scratch layout and one ``launch.KernelLauncher`` per kernel. ``ascend_kvc.api`` caches plans,
-so a repeat call with ``validate=False`` finds its stream and scratch and launches the compiled
-kernels.
+their cores, ``device.programs_own_cores``, the piece gather's wider tiles split every call unless
+``ASCEND_KVC_SPLIT=occupancy``), the kernels and their constexprs
+(``stages.kernel_specializations``), each launch's argument list, the scratch layout and one
+``launch.KernelLauncher`` per kernel. ``ascend_kvc.api`` caches plans, so a repeat call with
+``validate=False`` finds its stream and scratch and launches the compiled kernels.
 
 Launches a call (no host sync, no framework op, no data-dependent allocation):
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..device import ascend_programs, programs_own_cores, vector_cores_override
+from ..device import ascend_programs, programs_own_cores, split_rule, vector_cores_override
 from ..launch import KernelLauncher, stream_scratch
 from ..layout import HEAD_DIM, NOPE_DIM, NOPE_GROUPS, SLOTS_PER_PAGE
 from .split_window import STATE_FLOATS
@@ -89,8 +89,9 @@ class AscendPlan:
         if self.nothing_to_do:
             return
         min_rows = GPU_MIN_PIECE_ROWS if dev.type == "cuda" and vector_cores_override() is None else MIN_PIECE_ROWS
+        wider_tiles_split = programs_own_cores(dev) and split_rule() == "auto"
         self.split = plan_split(n, C, ascend_programs(dev), min_rows, piece_row_tile(bs),
-                                unsplit_row_tile(bs) if programs_own_cores(dev) else None)
+                                unsplit_row_tile(bs) if wider_tiles_split else None)
         specs = kernel_specializations(stage, bs, C, args.state_cache.dtype, split=self.split.split)
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         kv_s0 = args.kv_cache.shape[1] if out is None else out.stride(0)  # out=None: a new contiguous tensor
