@@ -12,6 +12,7 @@ import torch
 from ascend_kvc import ASCEND_STAGES, c128_256_512_compress, reference
 from ascend_kvc.api import clear_launch_plans
 from ascend_kvc.stages import finalize
+from ascend_kvc.stages import plan as plan_module
 
 from cases import general_case, run_and_check
 from launches import OpCounter, record_triton_launches
@@ -81,11 +82,13 @@ def test_split_rule_occupancy_keeps_whole_windows_that_share_out(route, kernels,
         run_and_check(w, route, validate=False)
     assert [k for k, _ in launches] == kernels
     monkeypatch.setenv("ASCEND_KVC_SPLIT", "never")
-    clear_launch_plans()
-    out = w.kv_cache.clone()
-    with pytest.raises(ValueError, match="ASCEND_KVC_SPLIT"):
-        c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
-    assert torch.equal(out, w.kv_cache)
+    for own_cores in (True, False):  # refused whether or not programs own their cores (a GPU's own grid)
+        monkeypatch.setattr(plan_module, "programs_own_cores", lambda device, own=own_cores: own)
+        clear_launch_plans()
+        out = w.kv_cache.clone()
+        with pytest.raises(ValueError, match="ASCEND_KVC_SPLIT"):
+            c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
+        assert torch.equal(out, w.kv_cache)
     clear_launch_plans()
 
 

@@ -89,7 +89,7 @@ class AscendPlan:
         if self.nothing_to_do:
             return
         min_rows = GPU_MIN_PIECE_ROWS if dev.type == "cuda" and vector_cores_override() is None else MIN_PIECE_ROWS
-        wider_tiles_split = programs_own_cores(dev) and split_rule() == "auto"
+        wider_tiles_split = split_rule() == "auto" and programs_own_cores(dev)  # the rule checked on every device
         self.split = plan_split(n, C, ascend_programs(dev), min_rows, piece_row_tile(bs),
                                 unsplit_row_tile(bs) if wider_tiles_split else None)
         specs = kernel_specializations(stage, bs, C, args.state_cache.dtype, split=self.split.split)
