@@ -158,14 +158,21 @@ def one_vector_core(monkeypatch):
 VECTOR_CORE_CASES = {128: [300], 512: [700, 1100]}
 
 
-@pytest.mark.parametrize("C", sorted(VECTOR_CORE_CASES))
-@pytest.mark.parametrize("stage", STAGES)
-def test_eight_vector_cores(stage, C, eight_vector_cores, launches):
+def _run_vector_core_case(stage: str, C: int, launches: list[str]):
+    """One of ``VECTOR_CORE_CASES`` (block size 8) through ``ascend:<stage>``, judged by the oracle."""
     positions = VECTOR_CORE_CASES[C]
     w = _edge_case(C, 8, positions, seed=C)
     report = run_and_check(w, f"ascend:{stage}")
     assert report.num_outputs_written == len(positions)
     _check_launches(stage, launches, 8, C, w.state_cache.dtype)
+    return w
+
+
+@pytest.mark.parametrize("C", sorted(VECTOR_CORE_CASES))
+@pytest.mark.parametrize("stage", STAGES)
+def test_eight_vector_cores(stage, C, eight_vector_cores, launches):
+    w = _run_vector_core_case(stage, C, launches)
+    positions = VECTOR_CORE_CASES[C]
     if stage in SPLITTING and plan_split(len(positions), C, eight_vector_cores).split:
         want = _kernels(stage, 8, C, w.state_cache.dtype, True)
         assert want <= set(launches), f"ascend:{stage} with 8 cores did not split: launched {launches}"
@@ -177,11 +184,7 @@ def test_one_vector_core(stage, C, one_vector_core, launches):
     # One core never splits: the planned rungs run their unsplit kernels. Elsewhere in this folder
     # each program owns its core (the CPU interpreter's grid), so the piece gather's wider tiles
     # split almost every call.
-    positions = VECTOR_CORE_CASES[C]
-    w = _edge_case(C, 8, positions, seed=C)
-    report = run_and_check(w, f"ascend:{stage}")
-    assert report.num_outputs_written == len(positions)
-    _check_launches(stage, launches, 8, C, w.state_cache.dtype)
+    w = _run_vector_core_case(stage, C, launches)
     want = _kernels(stage, 8, C, w.state_cache.dtype, False)
     assert want <= set(launches), f"ascend:{stage} on one core did not run unsplit: launched {launches}"
 
