@@ -134,7 +134,8 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
             dict(C=C, BLOCK_T=WINDOW_ROWS_PER_STEP, BLOCK_D=block_d),
             {"rows_ptr": state, "pooled_ptr": "*fp32"},
         )
-    tile = row_tile(block_d, block_size)
+    # the planned rungs' unsplit loops read the tile their work split plans with
+    tile = unsplit_row_tile(block_size) if stage in ASCEND_PLANNED_STAGES else row_tile(block_d, block_size)
     if kind == "fused":
         from ..slot_bytes import SLOT_LAYOUT_CONSTEXPRS
 
