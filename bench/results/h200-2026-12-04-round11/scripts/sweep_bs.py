@@ -7,6 +7,10 @@ from ascend_kvc import c128_256_512_compress, api
 from ascend_kvc.oracle import check_cache, compute_truth
 from ascend_kvc.validation import check_metadata
 from ascend_kvc.workloads import make_workload
+import ascend_kvc.stages as _stages
+if os.environ.get("SWEEP_VOLATILE") == "0":  # plain row loads on CUDA too
+    _stages.VOLATILE_ROWS_ON_CUDA.update(unsplit=False, piece=False)
+VARIANT = os.environ.get("SWEEP_VARIANT", "")
 
 
 def graph_us(call):
@@ -45,7 +49,7 @@ for case in cases:
         ca = check_metadata(*a, None)
         truth = compute_truth(ca)
         bytes_read = w.num_outputs * case[2] * 1024 * 4
-        row = dict(case=w.name, bs=bs, outputs=w.num_outputs, MiB=bytes_read / 2**20)
+        row = dict(variant=VARIANT, case=w.name, bs=bs, outputs=w.num_outputs, MiB=bytes_read / 2**20)
         row["gpgpu"], _ = measure(a, ca, truth, w, "gpgpu", None)
         for cores in (None, 40):
             for route in ("ascend:fused", "ascend"):
