@@ -22,6 +22,11 @@ if not torch.cuda.is_available() and not _has_npu():
 # tests/test_triton_ascend_interpreter.py; named on the command line, it is collected as usual.
 collect_ignore = ["triton_ascend"]
 
+# The longest tests under the CPU interpreter (tens of seconds each). They run first, so that with
+# ``-n auto`` no worker picks one up near the end while the others sit idle.
+SLOW_FIRST = ("test_ascend_kernels_under_triton_ascend_interpreter", "test_fuzz_valid_inputs_match_the_truth",
+              "test_fuzz_bad_index_values")
+
 
 def pytest_collection_modifyitems(config, items):
     skip_cuda = pytest.mark.skip(reason="no CUDA GPU on this machine")
@@ -31,3 +36,4 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_cuda)
         if "npu" in item.keywords and not _has_npu():
             item.add_marker(skip_npu)
+    items.sort(key=lambda item: getattr(item, "originalname", item.name) not in SLOW_FIRST)  # stable
