@@ -203,19 +203,47 @@ class KernelLauncher:
                 self.launch_compiled = fast
 
 
+def stream_state(device) -> tuple[int, object, bool]:
+    """``(raw stream, stream key, capturing)`` for kernels queued now on ``device``.
+
+    The raw CUDA stream is what a direct launch takes (0 off CUDA, where Triton's own launcher
+    finds the stream); the key names the stream for ``stream_scratch``; ``capturing`` says whether
+    that stream is being captured into a graph: a CUDA graph, or on an NPU torch-npu's NPU graph
+    (aclgraph, which vLLM-Ascend captures decode steps into). On an NPU the key is the stream's
+    device and id; its raw handle (``npu_stream``) is not needed and not read. A torch-npu
+    without graph capture is never capturing.
+    """
+    if device.type == "cuda":
+        raw = torch._C._cuda_getCurrentRawStream(device.index)
+        return raw, raw, torch._C._cuda_isCurrentStreamCapturing()
+    if device.type == "npu":
+        npu = torch.npu
+        stream = npu.current_stream(device)
+        capturing = getattr(npu, "is_current_stream_capturing", None)
+        key = ("npu", getattr(stream, "device_index", None), getattr(stream, "stream_id", None))
+        return 0, key, bool(capturing()) if capturing is not None else False
+    return 0, 0, False
+
+
 # Scratch per (device, stream): kernels queued on one stream run one after another, so they can
 # share it; kernels on two streams may overlap, so they never do.
 _SCRATCH: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
-def stream_scratch(device: torch.device, stream: int, floats: int, counters: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(float32 scratch >= floats, int32 counters >= counters)`` for kernels on ``stream``.
+def stream_scratch(device: torch.device, stream, floats: int, counters: int,
+                   capturing: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(float32 scratch >= floats, int32 counters >= counters)`` for kernels on ``stream`` (a
+    key of ``stream_state``, or the raw CUDA stream).
 
     The counters are zero when handed out, and a kernel that uses them must leave them zero.
-    While a CUDA graph is being captured the scratch is fresh for the call (it then belongs to the
-    graph, whose replays may run on any stream) and the counters' zeroing is part of the graph.
+    While a graph is being captured (``capturing``; ``None``: ask CUDA) the scratch is fresh for
+    the call: it then belongs to the graph, whose replays may run on any stream, and a later call
+    that needs more scratch cannot free it under the graph. The counters' zeroing is then part of
+    the graph.
     """
-    if device.type == "cuda" and torch._C._cuda_isCurrentStreamCapturing():
+    if capturing is None:
+        capturing = device.type == "cuda" and torch._C._cuda_isCurrentStreamCapturing()
+    if capturing:
         return (torch.empty(floats, dtype=torch.float32, device=device),
                 torch.zeros(counters, dtype=torch.int32, device=device))
     key = (device, stream)

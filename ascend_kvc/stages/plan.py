@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from ..device import ascend_programs, programs_own_cores, split_rule, vector_cores_override
-from ..launch import KernelLauncher, stream_scratch
+from ..launch import KernelLauncher, stream_scratch, stream_state
 from ..layout import HEAD_DIM, NOPE_DIM, NOPE_GROUPS, SLOTS_PER_PAGE
 from .split_window import STATE_FLOATS
 from .work_split import MIN_PIECE_ROWS, plan_split
@@ -175,8 +175,12 @@ class AscendPlan:
             with torch.cuda.device(index):
                 return self(state_cache, token_to_req, positions, boundary_token_indices, block_table,
                             rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers)
-        stream = 0 if index is None else torch._C._cuda_getCurrentRawStream(index)
-        scratch = stream_scratch(self.device, stream, -(-self.scratch_bytes // 4), 0)[0] if self.scratch_bytes else None
+        if self.scratch_bytes:  # per stream, and fresh in a graph capture (CUDA, or an NPU's)
+            stream, key, capturing = stream_state(self.device)
+            scratch = stream_scratch(self.device, key, -(-self.scratch_bytes // 4), 0, capturing)[0]
+        else:
+            stream = 0 if index is None else torch._C._cuda_getCurrentRawStream(index)
+            scratch = None
         if pointers is not None and self._takes_addresses():
             base = scratch.data_ptr() if scratch is not None else 0
             pool = [*pointers[:9], out.data_ptr(), *[base + off for off in self._scratch_offsets],

@@ -1,0 +1,94 @@
+"""Scratch of the planned routes: one buffer per stream, and a fresh one for a call captured into a
+graph, on CUDA and on an NPU (torch-npu's NPU graphs, aclgraph).
+
+A captured call must not use the per-stream buffer: a later eager call that needs more scratch
+replaces that buffer and frees the old one, which the graph would still write on every replay.
+No NPU exists here: the NPU side is checked with a stand-in for ``torch.npu`` that has what
+``stream_state`` reads (the current stream's device and id, and the capture test), and a raw
+handle that fails the test when read.
+"""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from ascend_kvc import api, launch
+from ascend_kvc.stages import plan as plan_module
+
+from cases import general_case, run_and_check
+
+
+class _FakeNpuStream:
+    def __init__(self, stream_id):
+        self.device_index = 0
+        self.stream_id = stream_id
+
+    @property
+    def npu_stream(self):
+        pytest.fail("stream_state read the raw NPU stream handle")
+
+
+def _fake_npu(monkeypatch, with_capture=True):
+    state = SimpleNamespace(stream=_FakeNpuStream(1), capturing=False)
+    npu = SimpleNamespace(current_stream=lambda device=None: state.stream)
+    if with_capture:
+        npu.is_current_stream_capturing = lambda: state.capturing
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    return state
+
+
+def test_npu_stream_state_names_the_stream_and_sees_a_capture(monkeypatch):
+    state = _fake_npu(monkeypatch)
+    npu0 = SimpleNamespace(type="npu", index=0)
+    raw, first, capturing = launch.stream_state(npu0)
+    assert raw == 0 and capturing is False
+    state.stream = _FakeNpuStream(2)
+    _, second, _ = launch.stream_state(npu0)
+    assert second != first, "two NPU streams got one scratch key"
+    state.capturing = True
+    assert launch.stream_state(npu0)[2] is True
+
+
+def test_a_torch_npu_without_graph_capture_is_never_capturing(monkeypatch):
+    _fake_npu(monkeypatch, with_capture=False)
+    assert launch.stream_state(SimpleNamespace(type="npu", index=0))[2] is False
+
+
+def test_scratch_is_per_stream_and_fresh_while_capturing():
+    cpu = torch.device("cpu")
+    launch._SCRATCH.pop((cpu, "stream-a"), None)
+    launch._SCRATCH.pop((cpu, "stream-b"), None)
+    a = launch.stream_scratch(cpu, "stream-a", 64, 0, capturing=False)[0]
+    assert launch.stream_scratch(cpu, "stream-a", 64, 0, capturing=False)[0] is a
+    assert launch.stream_scratch(cpu, "stream-b", 64, 0, capturing=False)[0] is not a
+    captured = [launch.stream_scratch(cpu, "stream-a", 64, 0, capturing=True)[0] for _ in range(2)]
+    assert all(c is not a for c in captured) and captured[0] is not captured[1]
+    assert launch._SCRATCH[(cpu, "stream-a")][0] is a  # the stream's own buffer is left as it was
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU tensors run under the interpreter only without a GPU")
+def test_default_route_takes_fresh_scratch_in_a_capture(monkeypatch):
+    """The default route (whose plan has scratch) as an NPU would run it: a call made while its
+    stream is captured gets a buffer of its own, and its bytes are still the oracle's."""
+    w = general_case(128, 8, seed=307, num_reqs=2, outputs_per_req=2, device="cpu")
+    handed = []
+
+    def recording_scratch(*args, **kwargs):
+        handed.append(launch.stream_scratch(*args, **kwargs)[0])
+        return handed[-1], None
+
+    capture = SimpleNamespace(on=False)
+    monkeypatch.setattr(plan_module, "stream_state", lambda device: (0, "npu-stream-7", capture.on))
+    monkeypatch.setattr(plan_module, "stream_scratch", recording_scratch)
+    launch._SCRATCH.pop((torch.device("cpu"), "npu-stream-7"), None)
+    api._PLANS.clear()
+    run_and_check(w, "ascend", validate=False)  # eager: the stream's buffer
+    capture.on = True
+    run_and_check(w, "ascend", validate=False)  # captured
+    capture.on = False
+    run_and_check(w, "ascend", validate=False)  # eager again
+    eager, captured, eager_again = handed
+    assert eager_again is eager
+    assert captured is not eager, "a captured call used the stream's scratch"
+    assert launch._SCRATCH[(torch.device("cpu"), "npu-stream-7")][0] is eager
