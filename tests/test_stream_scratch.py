@@ -5,7 +5,8 @@ A captured call must not use the per-stream buffer: a later eager call that need
 replaces that buffer and frees the old one, which the graph would still write on every replay.
 No NPU exists here: the NPU side is checked with a stand-in for ``torch.npu`` that has what
 ``stream_state`` reads (the current stream's device and id, and the capture test), and a raw
-handle that fails the test when read.
+handle that fails the test when read. On a GPU the last test captures a real CUDA graph: with the
+capture ignored, its replay wrote into the tensor that took the freed buffer (H200, both routes).
 """
 
 from types import SimpleNamespace
@@ -13,8 +14,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ascend_kvc import api, launch
+from ascend_kvc import api, c128_256_512_compress, launch
+from ascend_kvc.oracle import check_cache
 from ascend_kvc.stages import plan as plan_module
+from ascend_kvc.workloads import make_workload
 
 from cases import general_case, run_and_check
 
@@ -92,3 +95,40 @@ def test_default_route_takes_fresh_scratch_in_a_capture(monkeypatch):
     assert eager_again is eager
     assert captured is not eager, "a captured call used the stream's scratch"
     assert launch._SCRATCH[(torch.device("cpu"), "npu-stream-7")][0] is eager
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
+def test_graph_keeps_its_scratch_when_an_eager_call_grows_the_streams(route):
+    """One stream for eager calls and a capture, as an engine that runs on its own stream has: an
+    eager call, the same call captured, then a larger eager call that replaces the stream's buffer.
+    The buffer it frees goes to the next tensor of its size; replaying the graph must leave that
+    tensor alone and still write the oracle's bytes."""
+    small = make_workload(1, 8192, 512, shuffle=True, nonzero_cache=True, seed=17, device="cuda")
+    large = make_workload(4, 32768, 512, shuffle=True, nonzero_cache=True, seed=18, device="cuda")
+    out_small, out_large = small.kv_cache.clone(), large.kv_cache.clone()
+    stream = torch.cuda.Stream()
+    key = (torch.device("cuda", torch.cuda.current_device()), stream.cuda_stream)
+    api._PLANS.clear()
+    with torch.cuda.stream(stream):
+        c128_256_512_compress(*small.args(), out=out_small, route=route, validate=False)  # compile, plan
+        eager_buffer = launch._SCRATCH[key][0]
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            c128_256_512_compress(*small.args(), out=out_small, route=route, validate=False)
+        c128_256_512_compress(*large.args(), out=out_large, route=route, validate=False)
+        assert launch._SCRATCH[key][0] is not eager_buffer, "the larger call did not need more scratch"
+        freed_ptr, size = eager_buffer.data_ptr(), eager_buffer.numel()
+        del eager_buffer
+        probe = torch.full((size,), 7.0, device="cuda")
+        assert probe.data_ptr() == freed_ptr, "the allocator did not hand the freed buffer on"
+        small.state_cache.copy_(torch.randn_like(small.state_cache))  # new values in the captured tensors
+        start = torch.randint(0, 256, out_small.shape, dtype=torch.uint8, device="cuda")
+        out_small.copy_(start)
+        graph.replay()
+    torch.cuda.synchronize()
+    assert bool((probe == 7.0).all()), "the graph wrote into memory its stream's scratch had freed"
+    report = check_cache(small.checked_args(), out_small, start)
+    assert report.ok, str(report)
+    report = check_cache(large.checked_args(), out_large, large.kv_cache)
+    assert report.ok, str(report)
