@@ -274,10 +274,13 @@ def launch_plan(args, out, route_name: str):
 
 def run(args, route_name: str, plan, out) -> None:
     """Route entry point for ``ascend:<stage>``."""
-    if args.device.type == "cuda" and torch.cuda.current_device() != args.device.index:
-        # kernel[grid] launches on Triton's current device: make it the tensors' one.
-        with torch.cuda.device(args.device):
-            return _run(args, route_name, out)
+    kind = args.device.type
+    if kind in ("cuda", "npu"):
+        backend = getattr(torch, kind)  # torch.npu: registered by torch-npu
+        if backend.current_device() != args.device.index:
+            # kernel[grid] launches on Triton's current device: make it the tensors' one.
+            with backend.device(args.device.index):
+                return _run(args, route_name, out)
     return _run(args, route_name, out)
 
 

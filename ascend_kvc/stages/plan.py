@@ -79,6 +79,7 @@ class AscendPlan:
         self.stage = stage
         self.device = dev
         self.cuda_index = dev.index if dev.type == "cuda" else None
+        self.npu_index = dev.index if dev.type == "npu" else None
         self.nothing_to_do = n == 0 or args.nothing_to_read or args.cos_sin_cache.shape[0] == 0
         # (launcher, its arguments, the picker of its arguments from the integer-address pool)
         self.launches: list[tuple[KernelLauncher, tuple, object]] = []
@@ -173,6 +174,11 @@ class AscendPlan:
         index = self.cuda_index
         if index is not None and torch._C._cuda_getDevice() != index:
             with torch.cuda.device(index):
+                return self(state_cache, token_to_req, positions, boundary_token_indices, block_table,
+                            rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers)
+        npu_index = self.npu_index
+        if npu_index is not None and torch.npu.current_device() != npu_index:  # as for CUDA, above
+            with torch.npu.device(npu_index):
                 return self(state_cache, token_to_req, positions, boundary_token_indices, block_table,
                             rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers)
         if self.scratch_bytes:  # per stream, and fresh in a graph capture (CUDA, or an NPU's)
