@@ -231,18 +231,16 @@ _SCRATCH: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def stream_scratch(device: torch.device, stream, floats: int, counters: int,
-                   capturing: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(float32 scratch >= floats, int32 counters >= counters)`` for kernels on ``stream`` (a
-    key of ``stream_state``, or the raw CUDA stream).
+                   capturing: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(float32 scratch >= floats, int32 counters >= counters)`` for kernels on ``stream`` (the
+    key ``stream_state`` gives).
 
     The counters are zero when handed out, and a kernel that uses them must leave them zero.
-    While a graph is being captured (``capturing``; ``None``: ask CUDA) the scratch is fresh for
-    the call: it then belongs to the graph, whose replays may run on any stream, and a later call
-    that needs more scratch cannot free it under the graph. The counters' zeroing is then part of
-    the graph.
+    While a graph is being captured (``capturing``, from ``stream_state``) the scratch is fresh
+    for the call: it then belongs to the graph, whose replays may run on any stream, and a later
+    call that needs more scratch cannot free it under the graph. The counters' zeroing is then
+    part of the graph.
     """
-    if capturing is None:
-        capturing = device.type == "cuda" and torch._C._cuda_isCurrentStreamCapturing()
     if capturing:
         return (torch.empty(floats, dtype=torch.float32, device=device),
                 torch.zeros(counters, dtype=torch.int32, device=device))

@@ -12,7 +12,7 @@ import torch
 import triton
 
 from ascend_kvc.device import compute_units, device_kind
-from ascend_kvc.launch import KernelLauncher, stream_scratch
+from ascend_kvc.launch import KernelLauncher, stream_scratch, stream_state
 from ascend_kvc.layout import HEAD_DIM, SLOTS_PER_PAGE
 from ascend_kvc.slot_bytes import SLOT_LAYOUT_CONSTEXPRS
 
@@ -68,15 +68,12 @@ class CompressPlan:
         if self.nothing_to_do:
             return out
         index = self.cuda_index
-        if index is None:
-            stream = 0
-        elif torch._C._cuda_getDevice() != index:
+        if index is not None and torch._C._cuda_getDevice() != index:
             with torch.cuda.device(index):
                 return self(state_cache, token_to_req, positions, boundary_token_indices, block_table,
                             rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers)
-        else:
-            stream = torch._C._cuda_getCurrentRawStream(index)
-        part, arrivals = stream_scratch(self.device, stream, self.scratch_floats, self.num_outputs)
+        stream, key, capturing = stream_state(self.device)
+        part, arrivals = stream_scratch(self.device, key, self.scratch_floats, self.num_outputs, capturing)
         if pointers is not None and self.launcher.takes_addresses():
             p = pointers  # in this method's argument order; the kernel's order below
             self.launcher.launch_compiled(stream, p[0], p[3], p[1], p[2], p[7], p[4], p[5], p[6], out.data_ptr(),
