@@ -181,6 +181,11 @@ def test_volatile_row_loads_only_in_cuda_plans(route, cores, monkeypatch):
         for split in (False, True) if stage in ("triton-quant", "fused") else (False,):
             for spec in kernel_specializations(stage, 8, 128, torch.float32, split=split):
                 assert spec.constexprs.get("VOLATILE_ROWS", False) is False, (stage, spec.kernel)
+            for spec in kernel_specializations(stage, 8, 128, torch.float32, split=split, device_type="cuda"):
+                kind = "piece" if spec.kernel == "_window_piece_kernel" else "unsplit"
+                looped = "VOLATILE_ROWS" in spec.constexprs and stage in ("triton-quant", "fused")
+                assert spec.constexprs.get("VOLATILE_ROWS", False) is (looped and VOLATILE_ROWS_ON_CUDA[kind]), \
+                    (stage, spec.kernel)
     monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", str(cores))
     clear_launch_plans()
     w = general_case(128, 8, seed=6, num_reqs=1, outputs_per_req=2, device=DEVICE)

@@ -31,7 +31,7 @@ def test_launches_are_the_specializations(stage, cores, block_size, state_dtype,
     w = general_case(128, block_size, seed=7, num_reqs=1, outputs_per_req=1, device=DEVICE, state_dtype=state_dtype)
     split = stage in ASCEND_PLANNED_STAGES and plan_split(w.boundary_token_indices.numel(), 128, cores).split
     assert split == (cores == 8 and stage in ASCEND_PLANNED_STAGES)
-    specs = kernel_specializations(stage, block_size, 128, state_dtype, split=split)
+    specs = kernel_specializations(stage, block_size, 128, state_dtype, split=split, device_type=DEVICE)
     assert all(isinstance(s, KernelSpec) for s in specs)
     with record_triton_launches() as launches:
         c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=f"ascend:{stage}", validate=False)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -95,10 +95,12 @@ PIECE_ROW_TILE_BYTES = 32 * 1024
 # and its head was stored before its window loop (before that, the piece gather measured slower
 # at [4, 512] tiles and within 1% at [8, 512]); within 0.5 us either way on the full grid.
 LOOKUP_AHEAD = {"unsplit": True, "piece": True}
-# Volatile state-row loads (``block_gather._load_rows``) in the launch plans' window loops on CUDA
+# Volatile state-row loads (``block_gather._load_rows``) in the planned rungs' window loops on CUDA
 # only: ptxas otherwise sank some of a row tile's value loads below the score math in the
 # default's gather, which then waited on memory twice a tile (Triton 3.6 and 3.8, offline SASS).
-# An NPU, and every ladder kernel, compiles plain loads (``VOLATILE_ROWS=False``, as audited).
+# An NPU, and every ladder kernel, compiles plain loads (``VOLATILE_ROWS=False``, as audited):
+# ``kernel_specializations(..., device_type="cuda")`` says what CUDA launches, its default what an
+# NPU compiles.
 VOLATILE_ROWS_ON_CUDA = {"unsplit": True, "piece": True}
 
 
@@ -220,13 +222,25 @@ def _scatter_spec() -> KernelSpec:
     )
 
 
+def _with_volatile_rows(spec: KernelSpec) -> KernelSpec:
+    """``spec`` with the CUDA choice of volatile row loads, where its window loop has the flag."""
+    if "VOLATILE_ROWS" not in spec.constexprs:
+        return spec
+    kind = "piece" if spec.kernel == "_window_piece_kernel" else "unsplit"
+    return replace(spec, constexprs={**spec.constexprs, "VOLATILE_ROWS": VOLATILE_ROWS_ON_CUDA[kind]})
+
+
 def kernel_specializations(
-    stage: str, block_size: int, compress_ratio: int, state_dtype: torch.dtype, split: bool = False
+    stage: str, block_size: int, compress_ratio: int, state_dtype: torch.dtype, split: bool = False,
+    device_type: str = "npu",
 ) -> list[KernelSpec]:
     """The Triton kernels ``ascend:<stage>`` launches for this input, in launch order.
 
     ``split``: the call's windows are cut into runs of rows (``work_split.plan_split`` decides;
     only the ``ASCEND_PLANNED_STAGES`` split): a piece gather and a merge replace the gather.
+    ``device_type``: the tensors' device type. The default, ``"npu"``, is what an NPU compiles and
+    the lowering audit checks; on ``"cuda"`` the planned rungs' window loops read state rows with
+    volatile loads (``VOLATILE_ROWS_ON_CUDA``).
 
     Pointer types are those of the official dtypes (int32 block table and request ids, int64
     positions, boundaries and slots, bf16 norm weight, fp32 cos/sin, uint8 cache) with the state
@@ -244,6 +258,8 @@ def kernel_specializations(
         specs = _split_specs(stage, block_size, compress_ratio, state_dtype)
     else:
         specs = [_gather_spec(stage, block_size, compress_ratio, state_dtype)]
+    if device_type == "cuda" and stage in ASCEND_PLANNED_STAGES:
+        specs = [_with_volatile_rows(spec) for spec in specs]
     if writer == "quantize":
         specs.append(_quantize_spec())
     if writer in ("triton", "quantize"):

@@ -72,7 +72,7 @@ class AscendPlan:
     """The launches of ``ascend:<stage>`` for one argument signature."""
 
     def __init__(self, args, out: torch.Tensor | None, stage: str):
-        from . import VOLATILE_ROWS_ON_CUDA, kernel_specializations, piece_row_tile, unsplit_row_tile
+        from . import kernel_specializations, piece_row_tile, unsplit_row_tile
 
         dev = args.device
         n, C, bs = args.num_outputs, args.compress_ratio, args.block_size
@@ -93,7 +93,8 @@ class AscendPlan:
         wider_tiles_split = split_rule() == "auto" and programs_own_cores(dev)  # the rule checked on every device
         self.split = plan_split(n, C, ascend_programs(dev), min_rows, piece_row_tile(bs),
                                 unsplit_row_tile(bs) if wider_tiles_split else None)
-        specs = kernel_specializations(stage, bs, C, args.state_cache.dtype, split=self.split.split)
+        specs = kernel_specializations(stage, bs, C, args.state_cache.dtype, split=self.split.split,
+                                       device_type=dev.type)
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         kv_s0 = args.kv_cache.shape[1] if out is None else out.stride(0)  # out=None: a new contiguous tensor
         num_tokens, num_slots = args.token_to_req.shape[0], args.kv_cache.shape[0] * SLOTS_PER_PAGE
@@ -128,11 +129,7 @@ class AscendPlan:
             kernel = getattr(importlib.import_module(spec.module), spec.kernel)
             # the piece gather: one run of rows per program; the others: persistent, one output at a time
             grid = (programs if spec.kernel == "_window_piece_kernel" else max(1, min(n, self.split.cores)),)
-            constexprs = dict(spec.constexprs)
-            if dev.type == "cuda" and "VOLATILE_ROWS" in constexprs:
-                constexprs["VOLATILE_ROWS"] = VOLATILE_ROWS_ON_CUDA[
-                    "piece" if spec.kernel == "_window_piece_kernel" else "unsplit"]
-            launches.append((KernelLauncher(kernel, grid, constexprs, {}), arguments))
+            launches.append((KernelLauncher(kernel, grid, dict(spec.constexprs), {}), arguments))
             for a in arguments:
                 if isinstance(a, _Scratch) and a.name not in self._offsets:
                     self._offsets[a.name] = self.scratch_bytes
