@@ -2,7 +2,7 @@
 
     python -m bench.occupancy                  # the Markdown table (official cases, 20/24/40/48 cores)
     python -m bench.occupancy --cores 40 48    # other core counts
-    python -m bench.occupancy --update-readme  # rewrite README.md's "occupancy table" block
+    python -m bench.occupancy --update-docs    # rewrite docs/ASCEND.md's "occupancy table" block
 
 This is a model of the bytes of compressor state each program reads, not a measurement: it
 assumes a vector core's time is proportional to the bytes it reads (the operator is memory
@@ -41,7 +41,7 @@ CORE_COUNTS: tuple[int, ...] = (20, 24, 40, 48)
 HEAD_DIM = 512  # the pooled dims; a state row holds 512 values then 512 scores
 STATE_BYTES = 4  # float32 state, the official dtype (bf16 halves every byte count, no ratio)
 ROW_BYTES = 2 * HEAD_DIM * STATE_BYTES  # one window row, values and scores
-README = Path(__file__).resolve().parent.parent / "README.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "ASCEND.md"  # where the table is kept
 BLOCK_NAME = "occupancy table"
 
 
@@ -158,7 +158,7 @@ def format_table(rows: list[OccupancyRow]) -> str:
     return "\n".join(lines)
 
 
-def readme_block(text: str, name: str = BLOCK_NAME) -> str:
+def doc_block(text: str, name: str = BLOCK_NAME) -> str:
     """What lies between ``<!-- BEGIN name -->`` and ``<!-- END name -->`` in ``text``, stripped."""
     m = re.search(rf"<!-- BEGIN {re.escape(name)} -->\n(.*?)<!-- END {re.escape(name)} -->", text, re.S)
     if not m:
@@ -166,8 +166,9 @@ def readme_block(text: str, name: str = BLOCK_NAME) -> str:
     return m.group(1).strip()
 
 
-def replace_readme_block(text: str, body: str, name: str = BLOCK_NAME) -> str:
-    readme_block(text, name)  # raises when the markers are missing
+def replace_doc_block(text: str, body: str, name: str = BLOCK_NAME) -> str:
+    """``text`` with its ``name`` block replaced by ``body``; raises ValueError without the markers."""
+    doc_block(text, name)  # raises when the markers are missing
     return re.sub(rf"(<!-- BEGIN {re.escape(name)} -->\n).*?(<!-- END {re.escape(name)} -->)",
                   lambda m: m.group(1) + body.strip() + "\n" + m.group(2), text, count=1, flags=re.S)
 
@@ -175,15 +176,15 @@ def replace_readme_block(text: str, body: str, name: str = BLOCK_NAME) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.occupancy", description=__doc__.split("\n\n")[0])
     p.add_argument("--cores", type=int, nargs="+", default=list(CORE_COUNTS), help="vector-core counts")
-    p.add_argument("--update-readme", action="store_true",
-                   help=f"rewrite README.md's '{BLOCK_NAME}' block with the default table")
+    p.add_argument("--update-docs", action="store_true",
+                   help=f"rewrite docs/ASCEND.md's '{BLOCK_NAME}' block with the default table")
     a = p.parse_args(argv)
     if any(k < 1 for k in a.cores):
         p.error("--cores: every count must be >= 1")
     table = format_table(occupancy_rows(cores=tuple(a.cores)))
-    if a.update_readme:
-        README.write_text(replace_readme_block(README.read_text(), format_table(occupancy_rows())))
-        print(f"updated the '{BLOCK_NAME}' block of {README}", file=sys.stderr)
+    if a.update_docs:
+        DOC.write_text(replace_doc_block(DOC.read_text(), format_table(occupancy_rows())))
+        print(f"updated the '{BLOCK_NAME}' block of {DOC}", file=sys.stderr)
         return 0
     print(table)
     return 0

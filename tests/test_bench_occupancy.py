@@ -1,4 +1,4 @@
-"""bench.occupancy: the vector-core model of every Ascend rung, and README's copy of its table.
+"""bench.occupancy: the vector-core model of every Ascend rung, and docs/ASCEND.md's copy of its table.
 
 CPU only and fast: a model of bytes per program, nothing runs on a device.
 """
@@ -73,20 +73,20 @@ def test_one_output_per_item_leaves_cores_idle_where_the_split_does_not(rows):
     assert pick["triton-quant"].programs == 40 and pick["triton-quant"].busy >= 0.9
 
 
-def test_readme_block_is_what_the_module_prints(capsys):
+def test_doc_block_is_what_the_module_prints(capsys):
     assert model.main([]) == 0
     printed = capsys.readouterr().out.strip()
     assert printed == model.format_table(model.occupancy_rows())
-    assert model.readme_block(model.README.read_text()) == printed, (
-        "README.md's occupancy table is stale: run python -m bench.occupancy --update-readme")
+    assert model.doc_block(model.DOC.read_text()) == printed, (
+        "docs/ASCEND.md's occupancy table is stale: run python -m bench.occupancy --update-docs")
 
 
-def test_update_readme_replaces_only_the_block():
+def test_update_docs_replaces_only_the_block():
     text = "intro\n<!-- BEGIN occupancy table -->\nold\n<!-- END occupancy table -->\nrest\n"
-    new = model.replace_readme_block(text, "| a |\n")
+    new = model.replace_doc_block(text, "| a |\n")
     assert new == "intro\n<!-- BEGIN occupancy table -->\n| a |\n<!-- END occupancy table -->\nrest\n"
     with pytest.raises(ValueError):
-        model.replace_readme_block("no block here", "x")
+        model.replace_doc_block("no block here", "x")
 
 
 def test_report_section_models_the_runs_cases_rungs_and_grid():
