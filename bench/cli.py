@@ -93,7 +93,13 @@ def _parse_cases(items: list[str]) -> list[tuple[int, int, int]]:
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """The description and examples as written, every option's default shown."""
+    """The description and examples as written; each option's default shown, or said in its help
+    where it depends on the device (default None) or the option is a flag (default False)."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False, argparse.SUPPRESS):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,13 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to run; auto: an Ascend NPU, else a CUDA GPU, else the CPU (Triton interpreter)")
     p.add_argument("--cases", nargs="+", default=None, metavar="CASE",
                    help="'official' (the 12 cases of docs/CONTRACT.md), 'small' (3 interpreter-sized cases), or "
-                        f"{CASE_FORM}; None: official on a GPU/NPU, small on CPU")
+                        f"{CASE_FORM} (default: official on a GPU/NPU, small on CPU)")
     p.add_argument("--routes", default=None,
-                   help="comma-separated routes: reference, ascend, ascend:<stage>, gpgpu, auto; None: reference, "
-                        "every Ascend stage of --stages, and gpgpu off an NPU. reference is always added: every "
-                        "speed-up is measured against it")
+                   help="comma-separated routes: reference, ascend, ascend:<stage>, gpgpu, auto; reference is "
+                        "always added, every speed-up is measured against it (default: reference, every Ascend "
+                        "stage of --stages, and gpgpu off an NPU)")
     p.add_argument("--stages", default=None,
-                   help="comma-separated Ascend stages to run when --routes is not given; None: every stage")
+                   help="comma-separated Ascend stages to run when --routes is not given (default: every stage)")
     layout = p.add_mutually_exclusive_group()
     layout.add_argument("--shuffle", action="store_true",
                         help="only the shuffled block-table layout (without either flag: both on a GPU/NPU, "
