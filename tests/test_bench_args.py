@@ -150,3 +150,15 @@ def test_a_logged_run_has_no_carriage_return(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "\r" not in proc.stdout + proc.stderr
     assert "[1/1]" in proc.stderr and "R1-T256-C128 shuffled reference" in proc.stderr
+
+
+def test_cpu_table_leaves_out_what_means_nothing_there():
+    from bench.report import TABLE, format_table
+
+    row = {key: 1.5 for key, _ in TABLE}
+    row.update(case="R1-T256-C128", layout="shuffled", route="gpgpu", check="ok")
+    header = lambda text: [c.strip() for c in text.splitlines()[0].strip("|").split("|")]  # noqa: E731
+    assert header(format_table([row], "cuda")) == [title for _, title in TABLE]
+    assert header(format_table([row], "cpu")) == ["case", "layout", "route", "check", "median ms", "triton launches",
+                                                   "aten ops"]
+    assert "bench.csv keeps them" in format_table([row], "cpu")
