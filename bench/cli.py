@@ -92,19 +92,48 @@ def _parse_cases(items: list[str]) -> list[tuple[int, int, int]]:
     return cases
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """The description and examples as written; each option's default shown, or said in its help
-    where it depends on the device (default None) or the option is a flag (default False)."""
+    where it depends on the device (default None), the option is a flag (False) or repeatable ([])."""
 
     def _get_help_string(self, action):
-        if action.default in (None, False, argparse.SUPPRESS):
+        if action.default is None or action.default is False or action.default == [] \
+                or action.default == argparse.SUPPRESS:
             return action.help
         return super()._get_help_string(action)
 
 
+def parse_cases_or_exit(parser: argparse.ArgumentParser, items: list[str] | None,
+                        flag: str = "--cases") -> list[tuple[int, int, int]] | None:
+    """``_parse_cases(items)`` (None for no items), or ``parser.error`` naming what is wrong."""
+    try:
+        return _parse_cases(items) if items else None
+    except ValueError as exc:
+        parser.error(f"{flag}: {exc}")
+
+
+def check_route_or_exit(parser: argparse.ArgumentParser, flag: str, value: str) -> list[str]:
+    """The comma-separated routes of ``value``, or ``parser.error`` naming the unknown ones."""
+    from ascend_kvc.routes import route_names
+
+    routes = value.split(",")
+    unknown = [r for r in routes if r not in route_names()]
+    if unknown:
+        parser.error(f"{flag}: unknown {', '.join(map(repr, unknown))}; known: {', '.join(route_names())}")
+    return routes
+
+
+def require_cuda_or_exit(parser: argparse.ArgumentParser) -> None:
+    """``parser.error`` unless a CUDA GPU is there (for the tools that time CUDA graphs and events)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        parser.error(f"{parser.prog} needs a CUDA GPU (none is available here); python -m bench runs on any device")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.strip(), epilog=EXAMPLES,
-                                formatter_class=_HelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--device", choices=["auto", "npu", "cuda", "cpu"], default="auto",
                    help="where to run; auto: an Ascend NPU, else a CUDA GPU, else the CPU (Triton interpreter)")
     p.add_argument("--cases", nargs="+", default=None, metavar="CASE",
@@ -152,20 +181,14 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     Sets ``args.case_list`` (the parsed cases, or None for the device's default).
     """
     from ascend_kvc import ASCEND_STAGES
-    from ascend_kvc.routes import route_names
 
-    try:
-        args.case_list = _parse_cases(args.cases) if args.cases else None
-    except ValueError as exc:
-        parser.error(f"--cases: {exc}")
+    args.case_list = parse_cases_or_exit(parser, args.cases)
     if args.stages is not None:
         unknown = [s for s in args.stages.split(",") if s not in ASCEND_STAGES]
         if unknown:
             parser.error(f"--stages: unknown {', '.join(map(repr, unknown))}; the ladder is {', '.join(ASCEND_STAGES)}")
     if args.routes is not None:
-        unknown = [r for r in args.routes.split(",") if r not in route_names()]
-        if unknown:
-            parser.error(f"--routes: unknown {', '.join(map(repr, unknown))}; known: {', '.join(route_names())}")
+        check_route_or_exit(parser, "--routes", args.routes)
     if args.block_size < 1:
         parser.error(f"--block-size: must be >= 1, got {args.block_size}")
     if args.host_calls < 1:

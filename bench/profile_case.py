@@ -23,13 +23,11 @@ examples:
 """
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
-
-
 def build_parser() -> argparse.ArgumentParser:
+    from bench.cli import HelpFormatter
+
     p = argparse.ArgumentParser(prog="python -m bench.profile_case", description=__doc__.strip(), epilog=EXAMPLES,
-                                formatter_class=_HelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("R", type=int, help="requests")
     p.add_argument("T", type=int, help="tokens in all (a multiple of R)")
     p.add_argument("C", type=int, help="compress ratio: 128, 256 or 512")
@@ -46,15 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check(parser: argparse.ArgumentParser, a: argparse.Namespace) -> None:
-    from ascend_kvc.routes import route_names
-    from bench.cli import _parse_case
+    from bench.cli import check_route_or_exit, parse_cases_or_exit
 
-    try:
-        _parse_case(f"{a.R},{a.T},{a.C}")
-    except ValueError as exc:
-        parser.error(f"R T C: {exc}")
-    if a.route not in route_names():
-        parser.error(f"route: unknown {a.route!r}; known: {', '.join(route_names())}")
+    parse_cases_or_exit(parser, [f"{a.R},{a.T},{a.C}"], "R T C")
+    check_route_or_exit(parser, "route", a.route)
     if a.calls < 1:
         parser.error(f"--calls: must be >= 1, got {a.calls}")
     if a.block_size < 1:
@@ -74,10 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no GPU or NPU here: there is no device profiler to run on CPU "
                      "(python -m bench --device cpu checks the routes under the Triton interpreter)")
     if device == "cuda":
-        import torch
+        from bench.cli import require_cuda_or_exit
 
-        if not torch.cuda.is_available():
-            parser.error("--device cuda: no CUDA GPU is available")
+        require_cuda_or_exit(parser)
 
     from ascend_kvc import c128_256_512_compress
     from ascend_kvc.workloads import make_workload

@@ -118,14 +118,22 @@ def write_report(folder: str, info: dict, rows: list[dict], command: str | None 
     return out / "report.md"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.report RESULTS.json DIR``: redraw the report of a saved run into DIR."""
+def build_parser():
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m bench.report", description="Redraw the report of a saved run.")
+    from bench.cli import HelpFormatter
+
+    p = argparse.ArgumentParser(prog="python -m bench.report", formatter_class=HelpFormatter,
+                                description="Redraw the report of a saved run (python -m bench --json or --report).",
+                                epilog="example:\n  python -m bench.report bench/out/h200-2026-12-02/bench.json redrawn/\n")
     p.add_argument("results_json", help="bench.json of a run (python -m bench --json or --report)")
     p.add_argument("dir", help="folder to write report.md, the CSV/JSON and the figures into")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.report RESULTS.json DIR``: redraw the report of a saved run into DIR."""
+    a = build_parser().parse_args(argv)
     src, dst = a.results_json, a.dir
     with open(src) as f:
         data = json.load(f)

@@ -88,7 +88,7 @@ def test_help_shows_defaults_examples_and_no_rst(capsys):
     parser = cli.build_parser()
     for action in parser._actions:
         assert action.help, f"{action.option_strings} has no help"
-        if action.default not in (None, False, "==SUPPRESS=="):
+        if not (action.default is None or action.default is False or action.default == "==SUPPRESS=="):
             assert f"{' '.join(action.help.split())} (default: {action.default})" in flat, action.option_strings
         elif action.default is None:  # depends on the device or means "not written": the help says so
             assert "default" in action.help or action.option_strings[0] in ("--csv", "--json", "--plot", "--report")
