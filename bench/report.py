@@ -74,7 +74,7 @@ def format_table(rows: list[dict], device: str) -> str:
     if device == "cpu":
         lines.append("")
         lines.append("(CPU functional run: Triton routes under the interpreter; times say nothing about a GPU or NPU. "
-                     "Columns that need a device or more than one timed call are left out; bench.csv keeps them.)")
+                     "Columns that need a device or more than one timed call are left out; the CSV and JSON keep them.)")
     return "\n".join(lines)
 
 

@@ -161,4 +161,4 @@ def test_cpu_table_leaves_out_what_means_nothing_there():
     assert header(format_table([row], "cuda")) == [title for _, title in TABLE]
     assert header(format_table([row], "cpu")) == ["case", "layout", "route", "check", "median ms", "triton launches",
                                                    "aten ops"]
-    assert "bench.csv keeps them" in format_table([row], "cpu")
+    assert "the CSV and JSON keep them" in format_table([row], "cpu")

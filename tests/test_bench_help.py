@@ -27,6 +27,7 @@ def test_help_exits_0(module):
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"usage: python -m bench.{module}") and "Traceback" not in proc.stderr
+    assert "``" not in proc.stdout and ":func:" not in proc.stdout  # no raw RST markup
 
 
 @pytest.mark.parametrize("module", RUNNABLE)
