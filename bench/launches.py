@@ -146,20 +146,37 @@ def _cuda_profile_one(call) -> _Profiled:
                      "torch.profiler (CUPTI)")
 
 
+def npu_profiler(out_dir: str):
+    """A ``torch_npu.profiler.profile`` of NPU activities for one step, its trace written into ``out_dir``.
+
+    The schedule is explicit (one active step, recorded and saved once): without one, torch-npu's
+    default always records and warns at every profiled call. Level1, not the default Level0: at
+    Level0 the trace has no ``op_statistic.csv``, whose per-op-type counts give the memcpy/memset
+    ("copies") column. The caller runs the step, then calls ``step()`` on the returned profiler.
+    """
+    import torch_npu
+
+    npu_prof = torch_npu.profiler
+    return npu_prof.profile(
+        activities=[npu_prof.ProfilerActivity.NPU],
+        schedule=npu_prof.schedule(wait=0, warmup=0, active=1, repeat=1),
+        on_trace_ready=npu_prof.tensorboard_trace_handler(out_dir),
+        experimental_config=npu_prof._ExperimentalConfig(profiler_level=npu_prof.ProfilerLevel.Level1),
+    )
+
+
 def _npu_profile_one(call) -> _Profiled:
     # torch_npu's profiler writes its results to disk and parses them when the context exits.
     # Not run where this code was written: no NPU was available.
     import torch
-    import torch_npu
 
-    npu_prof = torch_npu.profiler
     out_dir = tempfile.mkdtemp(prefix="ascend_kvc_prof_")
     try:
         torch.npu.synchronize()
-        with npu_prof.profile(activities=[npu_prof.ProfilerActivity.NPU],
-                              on_trace_ready=npu_prof.tensorboard_trace_handler(out_dir)):
+        with npu_profiler(out_dir) as prof:
             call()
             torch.npu.synchronize()
+            prof.step()
         return npu_trace_totals(out_dir)
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)

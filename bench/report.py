@@ -31,34 +31,50 @@ def _fmt(v, col: str) -> str:
     return str(v)
 
 
-# Measured only with a device profiler: "n/a" on CPU, where there is none (not "-", not measured).
-DEVICE_ONLY = {"device_ms"}
+# Columns the printed table and report.md leave out on CPU, where a route's Triton kernels run under
+# the interpreter and one call is timed:
+# - p20, p80: quantiles of one sample (the CPU timer's min and max): the median again, no spread.
+# - x floor, GB/s, % read BW: the floor is bytes over a torch CPU sum's bandwidth; an interpreted
+#   kernel spends its time in Python per program, not moving those bytes: no ratio to the memory.
+# - vs ref: interpreter time against the reference's compiled aten ops: says nothing of a device.
+# - graph ms, graph / floor: CUDA graphs only (never measured on CPU).
+# - device ms, kernels: need a device profiler (there is none on CPU).
+# - host us: on CPU the timed call itself (no asynchrony), a copy of median ms.
+# Kept: the check, median ms (what the functional run took), Triton launches and aten ops per call
+# (counted, not timed: the same on any device). The CSV and JSON keep every key.
+CPU_MEANINGLESS = {"p20", "p80", "x_floor", "gbs", "pct_read_bw", "x_ref", "graph_ms", "graph_x_floor", "device_ms",
+                   "kernels", "host_us"}
 
 
-def _cell(row: dict, key: str, device: str) -> str:
+def _cell(row: dict, key: str) -> str:
     if key in TIMED and row.get("check") != "ok":
         return "FAIL"
-    if key in DEVICE_ONLY and device == "cpu":
-        return "n/a"
     return _fmt(row.get(key), key)
+
+
+def table_columns(rows: list[dict], device: str) -> list[str]:
+    """The row keys the printed table shows: the identity and check, then every measured column
+    some row has, less ``CPU_MEANINGLESS`` on CPU."""
+    return [k for k, _ in TABLE if k in ("case", "layout", "route", "check")
+            or (any(r.get(k) is not None for r in rows) and not (device == "cpu" and k in CPU_MEANINGLESS))]
 
 
 def format_table(rows: list[dict], device: str) -> str:
     """Every row, one line each; a row that failed the oracle shows FAIL where its times would be.
 
-    device ms: the call's kernels' own durations summed (profiler), next to the median wall time;
-    "n/a" on CPU, "-" where this row was not profiled."""
-    keys = [k for k, _ in TABLE if k in ("case", "layout", "route", "check")
-            or (k in DEVICE_ONLY and device == "cpu") or any(r.get(k) is not None for r in rows)]
+    device ms: the call's kernels' own durations summed (profiler), next to the median wall time,
+    "-" where this row was not profiled. On CPU only the columns that mean something there."""
+    keys = table_columns(rows, device)
     header = [dict(TABLE)[k] for k in keys]
-    body = [[_cell(r, k, device) for k in keys] for r in rows]
+    body = [[_cell(r, k) for k in keys] for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)]
     lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
              "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(b, widths)) + " |" for b in body]
     if device == "cpu":
         lines.append("")
-        lines.append("(CPU functional run: Triton routes under the interpreter; times say nothing about a GPU or NPU)")
+        lines.append("(CPU functional run: Triton routes under the interpreter; times say nothing about a GPU or NPU. "
+                     "Columns that need a device or more than one timed call are left out; the CSV and JSON keep them.)")
     return "\n".join(lines)
 
 
@@ -102,14 +118,22 @@ def write_report(folder: str, info: dict, rows: list[dict], command: str | None 
     return out / "report.md"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.report RESULTS.json DIR``: redraw the report of a saved run into DIR."""
+def build_parser():
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m bench.report", description="Redraw the report of a saved run.")
+    from bench.cli import HelpFormatter
+
+    p = argparse.ArgumentParser(prog="python -m bench.report", formatter_class=HelpFormatter,
+                                description="Redraw the report of a saved run (python -m bench --json or --report).",
+                                epilog="example:\n  python -m bench.report bench/out/h200-2026-12-02/bench.json redrawn/\n")
     p.add_argument("results_json", help="bench.json of a run (python -m bench --json or --report)")
     p.add_argument("dir", help="folder to write report.md, the CSV/JSON and the figures into")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.report RESULTS.json DIR``: redraw the report of a saved run into DIR."""
+    a = build_parser().parse_args(argv)
     src, dst = a.results_json, a.dir
     with open(src) as f:
         data = json.load(f)

@@ -1,10 +1,10 @@
-"""Tile sweep for the gpgpu route on the current GPU: ``python -m bench.sweep_gpgpu``.
+"""Tile sweep for the gpgpu route on the current CUDA GPU: python -m bench.sweep_gpgpu.
 
 For each official case (shuffled block table, in place) it checks every tile set against the
 oracle, then times it as a CUDA-graph replay (the GPU time, without host overhead) and eagerly
-(``do_bench`` medians, L2 flushed between calls), next to the floor (bytes that must move over the
+(do_bench medians, L2 flushed between calls), next to the floor (bytes that must move over the
 measured read bandwidth). It ends with the tile sets ranked by their worst graph/floor ratio, per
-compress ratio and overall. Results feed ``gpgpu_fallback/tuning.py`` by hand.
+compress ratio and overall. Results feed gpgpu_fallback/tuning.py by hand.
 """
 
 from __future__ import annotations
@@ -38,24 +38,54 @@ def graph_ms(call) -> float:
     return time_ms(g.replay)
 
 
-def main() -> int:
-    p = argparse.ArgumentParser()
-    p.add_argument("--json")
+TILE_FORM = "D,ROWS,WARPS,STAGES[,PPU[,MAX_SPLITS[,EVICT_FIRST]]]"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from bench.cli import HelpFormatter
+
+    p = argparse.ArgumentParser(prog="python -m bench.sweep_gpgpu", description=__doc__.strip(),
+                                formatter_class=HelpFormatter,
+                                epilog="examples:\n  python -m bench.sweep_gpgpu --big --json sweep.json\n"
+                                       "  python -m bench.sweep_gpgpu --cases 8,131072,512 --tiles 512,16,4,3 512,32,8,2,8,16,1\n")
+    p.add_argument("--json", metavar="PATH", help="also write the machine facts and every result here")
     p.add_argument("--big", action="store_true", help="only the 131072-token cases")
     p.add_argument("--cases", nargs="+", metavar="R,T,C", help="these cases instead of the official ones")
-    p.add_argument("--tiles", nargs="+", metavar="D,ROWS,WARPS,STAGES[,PPU[,MAX_SPLITS[,EVICT_FIRST]]]",
+    p.add_argument("--tiles", nargs="+", metavar=TILE_FORM,
                    help="tile sets (block_d, rows per step, warps, stages, programs per SM, most window pieces, "
                         "1 for evict_first state loads); default: the table's")
-    a = p.parse_args()
+    return p
+
+
+def _tiles_or_exit(parser: argparse.ArgumentParser, items: list[str] | None) -> list:
+    sets = []
+    for item in items or []:
+        try:
+            ts = tuple(int(x) for x in item.split(","))
+        except ValueError:
+            ts = ()
+        if not 4 <= len(ts) <= 7 or min(ts[:4]) < 1:
+            parser.error(f"--tiles: expected {TILE_FORM}, the first four >= 1; got {item!r}")
+        sets.append(ts)
+    return sets or [None]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.cli import parse_cases_or_exit, require_cuda_or_exit
+
+    p = build_parser()
+    a = p.parse_args(argv)
+    chosen = parse_cases_or_exit(p, a.cases)
+    sets = _tiles_or_exit(p, a.tiles)
+    require_cuda_or_exit(p)
     info = machine_info("cuda")
     info.update(measure_bandwidth("cuda", lambda fn: {"ms": time_ms(fn)}))
     print(machine_line(info))
     print(f"read {info['read_gbs']:.0f} GB/s, copy {info['copy_gbs']:.0f} GB/s", flush=True)
     kind = device_kind(torch.device("cuda"))
     saved = dict(tuning.TILES), dict(tuning.TILES_BY_RATIO)
-    sets = [tuple(int(x) for x in t.split(",")) for t in a.tiles] if a.tiles else [None]
     results = []
-    cases = [tuple(int(x) for x in c.split(",")) for c in a.cases] if a.cases else OFFICIAL_CASES
+    cases = chosen or OFFICIAL_CASES
     if a.big:
         cases = [c for c in cases if c[1] == 131072]
     for case in cases:

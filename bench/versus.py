@@ -37,6 +37,7 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import statistics
 
 import torch
@@ -90,24 +91,60 @@ def _host_paced(row: dict, call) -> None:
     row.setdefault("host_idle_passes", []).append(statistics.median(host_us(call, idle=True)))
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("path", nargs="?")
-    p.add_argument("--name", default="rival")
-    p.add_argument("--variant", action="append", default=[], metavar="LABEL=FN,FN")
-    p.add_argument("--variant-true", action="append", default=[], metavar="LABEL=FN,FN")
+EXAMPLES = """\
+examples:
+  python -m bench.versus --routes gpgpu,ascend
+      our routes alone, on the official cases
+  python -m bench.versus ../entry/solution.py --name entry --variant generic=_use_fast_path --json versus.json
+      a published entry next to ours, and the same entry with its fast path turned off
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from bench.cli import HelpFormatter
+
+    p = argparse.ArgumentParser(prog="python -m bench.versus", formatter_class=HelpFormatter, epilog=EXAMPLES,
+                                description="Side by side with another implementation of the operator, on the "
+                                            "official cases, on a CUDA GPU: bytes checked against the oracle, then "
+                                            "graph replay, eager and host times and kernels per call.")
+    p.add_argument("path", nargs="?",
+                   help="a Python file defining c128_256_512_compress with the operator's 12 positional arguments "
+                        "(default: our routes only)")
+    p.add_argument("--name", default="rival", help="what PATH's rows are called")
+    p.add_argument("--variant", action="append", default=[], metavar="LABEL=FN,FN",
+                   help="also run PATH with these module functions made to return False (repeatable)")
+    p.add_argument("--variant-true", action="append", default=[], metavar="LABEL=FN,FN",
+                   help="also run PATH with these module functions made to return True (repeatable)")
     p.add_argument("--variant-tag", action="append", default=[], metavar="LABEL=TAG",
                    help="a run of PATH with its _backend_tag() made to return TAG (the device name it picks paths by)")
     p.add_argument("--no-default", action="store_true", help="run PATH's variants only, not its own choice")
-    p.add_argument("--routes", default="gpgpu", help="our routes, comma-separated (default: gpgpu)")
+    p.add_argument("--routes", default="gpgpu", help="our routes, comma-separated")
     p.add_argument("--shuffled", action="store_true", help="also run our routes on shuffled tables")
-    p.add_argument("--tokens", type=int, nargs="*", help="only cases with these total token counts")
+    p.add_argument("--tokens", type=int, nargs="*", help="only cases with these total token counts (default: all)")
     p.add_argument("--passes", type=int, default=3,
-                   help="sweeps over every case that time eager and host calls (median of them; default 3)")
-    p.add_argument("--json")
+                   help="sweeps over every case that time eager and host calls (the median of them is reported)")
+    p.add_argument("--json", metavar="PATH", help="also write the machine facts and every row here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.cli import check_route_or_exit, require_cuda_or_exit
+
+    p = build_parser()
     a = p.parse_args(argv)
     if a.passes < 1:
         p.error("--passes must be >= 1")
+    check_route_or_exit(p, "--routes", a.routes)
+    for flag, values in (("--variant", a.variant), ("--variant-true", a.variant_true), ("--variant-tag", a.variant_tag)):
+        for v in values:
+            label, _, rest = v.partition("=")
+            if not label or not rest:
+                p.error(f"{flag}: expected LABEL=..., got {v!r}")
+    if a.path is not None and not os.path.isfile(a.path):
+        p.error(f"path: no file {a.path!r}")
+    if (a.variant or a.variant_true or a.variant_tag or a.no_default) and a.path is None:
+        p.error("--variant, --variant-true, --variant-tag and --no-default need PATH")
+    require_cuda_or_exit(p)
     ours = [f"ours:{r}" for r in a.routes.split(",")]
     impls = {name: None for name in ours}
     if a.path:

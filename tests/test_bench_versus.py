@@ -52,6 +52,7 @@ def _fake_gpu(monkeypatch, order: list):
     randn = torch.randn
     monkeypatch.setattr(torch, "randn", lambda *a, device=None, **k: randn(*a, **k))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # versus refuses to start without a GPU
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
 
 
