@@ -140,9 +140,14 @@ def _device_x_floor(row: dict) -> float | None:
     return row["device_ms"] / row["floor_ms"]
 
 
+def _failed_cell(mine: list[dict]) -> str:
+    nfail = sum(failed(r) for r in mine)
+    return f"**FAIL {nfail}/{len(mine)}**" if nfail else "0"
+
+
 def ladder_table(rows: list[dict], device: str | None = None) -> list[str]:
     """Each rung against the one below it, in wall time and in device time: geometric means over
-    the (case, layout) pairs. ``device`` "cpu": the device-time cells read n/a (no profiler)."""
+    the (case, layout) pairs. ``device`` "cpu": only what each rung is and whether it passed."""
     from ascend_kvc import ASCEND_STAGES, ROUTES
 
     present = {r["route"] for r in rows}
@@ -151,7 +156,13 @@ def ladder_table(rows: list[dict], device: str | None = None) -> list[str]:
         return []
     ms = {(r["case"], r["layout"], r["route"]): r for r in rows}
     pairs = _pairs(rows)
-    no_profiler = device == "cpu"
+    if device == "cpu":  # interpreter times and no profiler: what each rung is, and whether it passed
+        body = [[f"`{stage}`", ROUTES[f"ascend:{stage}"].description,
+                 _failed_cell([ms[(c, lo, f"ascend:{stage}")] for c, lo in pairs if (c, lo, f"ascend:{stage}") in ms])]
+                for stage in stages]
+        return _table(["rung", "what it changes", "failed"], body) + [
+            "", "On CPU the rungs ran under Triton's interpreter, whose times say nothing about a device: "
+                "a GPU or NPU run compares them."]
     header = ["rung", "what it changes", "wall x floor (geomean)", "device x floor", "device / wall",
               "vs rung below: wall", "vs rung below: device", "vs bottom rung: wall", "failed"]
     body, steps, device_steps = [], [], []
@@ -177,24 +188,18 @@ def ladder_table(rows: list[dict], device: str | None = None) -> list[str]:
             steps.append((stage, prev))
         if prev_device is not None:
             device_steps.append((stage, prev_device))
-        nfail = sum(failed(r) for r in mine)
         desc = ROUTES[route].description if route in ROUTES else ""
-        na = "n/a" if no_profiler else None
-        body.append([f"`{stage}`", desc, _x(xf), na or _x(dxf), na or ("-" if share is None else f"{share:.2f}"),
-                     _x(prev) if i else "(bottom)", (na or _x(prev_device)) if i else "(bottom)",
-                     _x(first) if i else "-", f"**FAIL {nfail}/{len(mine)}**" if nfail else "0"])
+        body.append([f"`{stage}`", desc, _x(xf), _x(dxf), "-" if share is None else f"{share:.2f}",
+                     _x(prev) if i else "(bottom)", _x(prev_device) if i else "(bottom)",
+                     _x(first) if i else "-", _failed_cell(mine)])
     lines = _table(header, body)
     lines.append("")
-    lines.append(("*Wall*: the interpreter's wall time of a call, which says nothing about a device. "
-                  if no_profiler else
-                  "*Wall*: the median time of a call on the device's clock (`do_bench`), which includes the time "
-                  "the device waits for the host to launch the next kernel. ") +
-                 "*Device*: the call's own kernels and copies summed from the profiler (L2 flushed before the "
-                 "call), without those waits" +
-                 (": there is no device profiler on CPU, hence n/a." if no_profiler else
-                  ". A step that gains in device time moves the bytes better (a gather strategy); one that "
-                  "gains only in wall time saves launches and host work. *device / wall* near 1: the device "
-                  "is busy for the whole call; far below 1: launch gaps dominate."))
+    lines.append("*Wall*: the median time of a call on the device's clock (`do_bench`), which includes the time "
+                 "the device waits for the host to launch the next kernel. *Device*: the call's own kernels and "
+                 "copies summed from the profiler (L2 flushed before the call), without those waits. A step that "
+                 "gains in device time moves the bytes better (a gather strategy); one that gains only in wall time "
+                 "saves launches and host work. *device / wall* near 1: the device is busy for the whole call; far "
+                 "below 1: launch gaps dominate.")
     for label, found in (("wall", steps), ("device", device_steps)):
         if found:
             gains = [s for s, v in found if v >= 1.05]
@@ -301,11 +306,14 @@ def render(rows: list[dict], info: dict, full_table: str, command: str | None = 
     if device == "cpu":
         out += ["> **CPU functional run.** The Triton routes ran under Triton's CPU interpreter: every time below "
                 "is the interpreter's, and says nothing about a GPU or an NPU. The correctness column holds.", ""]
-    out += device_lines(info, command) + correctness_lines(rows) + headline_lines(rows) + [""]
-    out += ["## Fastest per case", "",
-            "x floor: median time over the memory floor (1.00x = at the floor). % of floor: the floor over the "
-            "time, i.e. the share of the measured read bandwidth reached.", ""]
-    out += best_table(rows) + [""]
+    # On CPU the interpreter's times rank nothing and there is no floor: no winners, no floor table.
+    out += device_lines(info, command) + correctness_lines(rows) + ([] if device == "cpu" else headline_lines(rows))
+    out += [""]
+    if device != "cpu":
+        out += ["## Fastest per case", "",
+                "x floor: median time over the memory floor (1.00x = at the floor). % of floor: the floor over the "
+                "time, i.e. the share of the measured read bandwidth reached.", ""]
+        out += best_table(rows) + [""]
     ladder = ladder_table(rows, device)
     if ladder:
         out += ["## The Ascend ladder, step by step", "",
