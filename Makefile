@@ -48,7 +48,7 @@ NPU_TORCH_VERSION := 2.7.1
 TORCH_CPU_INDEX   ?= https://download.pytorch.org/whl/cpu
 PIP := -m pip install -q --disable-pip-version-check
 
-.PHONY: test bench audit install-check venv clean host
+.PHONY: test bench audit install-check venv clean host npu-prerequisites
 
 venv: $(STAMP)
 
@@ -56,10 +56,24 @@ host:
 	@echo "HOST_KIND=$(HOST_KIND) VENV=$(VENV) EXTRAS=$(EXTRAS)"
 
 ifeq ($(HOST_KIND),npu)
+# What triton-ascend 3.2.0 needs before pip can help: CPython 3.9 to 3.11 (its wheels), and, to
+# build its launcher the first time a kernel runs, a C++ compiler ($$CC, else clang++ or g++, as
+# triton/backends/ascend/utils.py looks for one) and Python.h. Said here, before anything installs.
+NPU_PREREQUISITES := import os, shutil, sys, sysconfig; \
+  v = sys.version_info[:2]; \
+  cxx = os.environ.get('CC') or shutil.which('clang++') or shutil.which('g++'); \
+  headers = os.path.isfile(os.path.join(sysconfig.get_paths()['include'], 'Python.h')); \
+  missing = ([] if (3, 9) <= v <= (3, 11) else ['Python 3.9 to 3.11 (this is %d.%d; run make PYTHON=python3.11)' % v]) \
+  + ([] if cxx else ['a C++ compiler (g++ or clang++ on PATH, or CC)']) \
+  + ([] if headers else ['the Python headers (Python.h; python3-dev or python3-devel)']); \
+  sys.exit('triton-ascend 3.2.0 needs ' + '; '.join(missing) if missing else 0)
+
+npu-prerequisites:
+	@$(PYTHON) -c "$(NPU_PREREQUISITES)"
+
 # torch first and pinned (a constraint file in the venv) so that the extras cannot replace it with
-# PyPI's build. triton-ascend 3.2.0 is built for CPython 3.9 to 3.11 only: say so before pip does.
-$(STAMP): pyproject.toml
-	@$(PYTHON) -c "import sys; sys.exit(0 if (3, 9) <= sys.version_info[:2] <= (3, 11) else 'triton-ascend 3.2.0 needs Python 3.9 to 3.11; run make PYTHON=python3.11 (or 3.9, 3.10)')"
+# PyPI's build.
+$(STAMP): pyproject.toml | npu-prerequisites
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	echo 'torch==$(NPU_TORCH_VERSION)' > $(VENV)/torch-constraint.txt
 	$(PY) $(PIP) --index-url $(TORCH_CPU_INDEX) 'torch==$(NPU_TORCH_VERSION)'
@@ -96,7 +110,8 @@ ifeq ($(HOST_KIND),npu)
 # when torch.npu.is_available(). The others test the kernels under community Triton's CPU
 # interpreter, which cannot share an environment with triton-ascend: a CPU host (CI) runs them.
 # One process: one NPU context, and each kernel compiles once. NPU_PYTEST_ARGS adds flags.
-NPU_TESTS := $(sort $(shell grep -l -e 'torch.npu.is_available()' -e 'pytest.mark.npu' tests/test_*.py) tests/test_install.py)
+# (NPU_TESTS is expanded only when `test` runs.)
+NPU_TESTS = $(sort $(shell grep -l -e 'torch.npu.is_available()' -e 'pytest.mark.npu' tests/test_*.py) tests/test_install.py)
 test: $(STAMP)
 	$(PY) -m pytest -q $(NPU_PYTEST_ARGS) $(NPU_TESTS)
 	$(PY) -m ascend_kvc.npu_check

@@ -125,3 +125,40 @@ def test_host_kind_overrides_detection_and_is_checked(checkout, tmp_path):
 
 def test_empty_ascend_home_path_is_no_ascend_host(checkout, tmp_path):
     assert make_n(checkout, tmp_path, "test", ascend_home="") == CPU_TEST_RECIPE
+
+
+def _prerequisites(checkout: Path, tmp_path: Path, *, compiler: bool, python: tuple[int, int] | None = None):
+    """``make npu-prerequisites`` run for real, with only a fake ``python3`` (and ``g++``) on PATH."""
+    bin_dir = tmp_path / "bin-prereq"
+    bin_dir.mkdir(parents=True)
+    site = tmp_path / "site-prereq"
+    site.mkdir()
+    if python is not None:  # an interpreter that says it is another version
+        (site / "sitecustomize.py").write_text(f"import sys\nsys.version_info = ({python[0]}, {python[1]}, 0, 'final', 0)\n")
+    (bin_dir / "python3").write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} \"$@\"\n")
+    if compiler:
+        (bin_dir / "g++").write_text("#!/bin/sh\nexit 0\n")
+    for script in bin_dir.iterdir():
+        script.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "HOST_KIND", "MAKEFLAGS", "PYTHONPATH")}
+    env["PATH"] = str(bin_dir)  # make runs its recipes with /bin/sh, by that path
+    return subprocess.run([shutil.which("make"), "--no-print-directory", "npu-prerequisites", "HOST_KIND=npu"], cwd=checkout, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_ascend_host_prerequisites_are_checked_before_anything_installs(checkout, tmp_path):
+    import sysconfig
+
+    if not Path(sysconfig.get_paths()["include"], "Python.h").is_file():
+        pytest.skip("this interpreter has no Python headers")
+    if not (3, 9) <= sys.version_info[:2] <= (3, 11):
+        pytest.skip("this interpreter is not one triton-ascend 3.2.0 supports")
+    ok = _prerequisites(checkout, tmp_path / "ok", compiler=True)
+    assert ok.returncode == 0, ok.stderr
+    no_compiler = _prerequisites(checkout, tmp_path / "no-compiler", compiler=False)
+    assert no_compiler.returncode != 0
+    assert "triton-ascend 3.2.0 needs a C++ compiler" in no_compiler.stderr
+    too_new = _prerequisites(checkout, tmp_path / "too-new", compiler=True, python=(3, 12))
+    assert too_new.returncode != 0 and "Python 3.9 to 3.11 (this is 3.12" in too_new.stderr
+    stamp_deps = make_n(checkout, tmp_path, "venv", args=("HOST_KIND=npu",))
+    assert stamp_deps[0].startswith("python3 -c \"import os, shutil, sys, sysconfig;")
