@@ -10,16 +10,65 @@ import torch
 
 @functools.lru_cache(maxsize=None)
 def compute_units(device_type: str, index: int) -> int:
+    """Compute units of device ``index``: SMs on CUDA, vector cores (AIV) on an NPU (this operator
+    uses no cube core; no core limit applied, see ``npu_vector_cores``), 4 on the CPU interpreter."""
     if device_type == "cuda":
         return torch.cuda.get_device_properties(index).multi_processor_count
     if device_type == "npu":
-        # triton-ascend reports the vector cores (AIV); this operator uses no cube core.
-        import triton
-
-        props = triton.runtime.driver.active.utils.get_device_properties(index)
-        # Older drivers name only the AI cores; either way at least one program.
-        return int(props.get("num_vectorcore") or props.get("num_aicore") or 1)
+        return _npu_device_vector_cores(index)
     return 4  # the CPU interpreter runs programs one after another; a few exercise the loop
+
+
+def _npu_device_vector_cores(index: int) -> int:
+    """NPU ``index``'s vector cores: torch-npu's per-device property (torch-npu 2.7.1 has
+    ``vector_core_num``), else triton-ascend's driver property. The driver reads the *current*
+    context, whatever index it is given, so it is asked with ``index`` current."""
+    npu = torch.npu
+    cores = getattr(npu.get_device_properties(index), "vector_core_num", None)
+    if cores:
+        return int(cores)
+    import triton
+
+    with npu.device(index):
+        props = triton.runtime.driver.active.utils.get_device_properties(index)
+    # Older drivers name only the AI cores; either way at least one program.
+    return int(props.get("num_vectorcore") or props.get("num_aicore") or 1)
+
+
+# torch-npu's core limits (``torch.npu.set_device_limit``, ``set_stream_limit``), which an engine
+# sharing the NPU sets; each query answers ``{"cube_core_num": c, "vector_core_num": v}``. A
+# torch-npu or CANN without them is asked once, then never again.
+_LIMIT_QUERIES_FAILED: set[str] = set()
+
+
+def _vector_core_limit(query: str, target) -> int:
+    """The vector-core limit ``torch.npu.<query>(target)`` reports, 0 for none (or no such query)."""
+    if query in _LIMIT_QUERIES_FAILED:
+        return 0
+    ask = getattr(torch.npu, query, None)
+    try:
+        return int(ask(target)["vector_core_num"]) if ask is not None else 0
+    except (RuntimeError, AssertionError, KeyError, TypeError, AttributeError):
+        _LIMIT_QUERIES_FAILED.add(query)
+        return 0
+
+
+@functools.lru_cache(maxsize=None)
+def _within_limits(index: int, device_limit: int, stream_limit: int) -> int:
+    cores = compute_units("npu", index)
+    for limit in (device_limit, stream_limit):
+        if 0 < limit < cores:
+            cores = limit
+    return cores
+
+
+def npu_vector_cores(index: int) -> int:
+    """Vector cores a kernel queued now on NPU ``index`` may use: the device's, within the limits
+    torch-npu sets for the device and for its current stream. The limits are read on every call
+    (they may change between calls); the rest is cached per (device, limits)."""
+    npu = torch.npu
+    return _within_limits(index, _vector_core_limit("get_device_limit", index),
+                          _vector_core_limit("get_stream_limit", npu.current_stream(index)))
 
 
 def _current_index(device_type: str) -> int:
@@ -58,12 +107,15 @@ def vector_cores_override() -> int | None:
 
 def ascend_programs(device: torch.device) -> int:
     """Programs an Ascend grid may have at most: ``ASCEND_KVC_VECTOR_CORES`` if set, else one per
-    vector core on an NPU, ``_PROGRAMS_PER_UNIT`` per SM on CUDA, a few on the CPU interpreter."""
+    vector core of the tensors' NPU that its current stream may use (``npu_vector_cores``),
+    ``_PROGRAMS_PER_UNIT`` per SM on CUDA, a few on the CPU interpreter."""
     override = vector_cores_override()
     if override is not None:
         return override
-    units = compute_units(device.type, device.index if device.index is not None else _current_index(device.type))
-    return units * _PROGRAMS_PER_UNIT.get(device.type, 1)
+    index = device.index if device.index is not None else _current_index(device.type)
+    if device.type == "npu":
+        return npu_vector_cores(index)  # one program per vector core (_PROGRAMS_PER_UNIT)
+    return compute_units(device.type, index) * _PROGRAMS_PER_UNIT.get(device.type, 1)
 
 
 # Which rule splits the calls of the default and ``fused`` among vector cores (``work_split``):

@@ -164,7 +164,7 @@ def _npu_devices() -> dict:
     devices = []
     for i in range(torch.npu.device_count()):
         entry = {"index": i, "name": torch.npu.get_device_name(i)}
-        # Vector (AIV) and cube (AIC) cores, as triton-ascend's driver reports them per device.
+        # Vector (AIV) cores: the device's, and what its current stream may use under torch-npu's limits.
         cores = _guard(lambda: _npu_cores(i))
         entry.update(cores)
         devices.append(entry)
@@ -172,10 +172,9 @@ def _npu_devices() -> dict:
 
 
 def _npu_cores(index: int) -> dict:
-    import triton
+    from .device import compute_units, npu_vector_cores
 
-    props = triton.runtime.driver.active.utils.get_device_properties(index)
-    return {k: int(props[k]) for k in ("num_vectorcore", "num_aicore") if props.get(k) is not None}
+    return {"vector_cores": compute_units("npu", index), "usable_vector_cores": npu_vector_cores(index)}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """The route registry: which implementations exist, where each may run, and how to pick one.
 
 A route is a module with ``run(args, plan, out)``. Modules are imported on first use, so importing
-``ascend_kvc`` compiles nothing, probes no device and never imports torch-npu; it also lets a
-caller set ``TRITON_INTERPRET`` before the first Triton kernel is defined.
+``ascend_kvc`` compiles nothing, probes no device and imports torch-npu nowhere itself; it also
+lets a caller set ``TRITON_INTERPRET`` before the first Triton kernel is defined. (Where torch-npu
+is installed, ``import torch``, which this package does, loads it through torch's device-backend
+autoload; ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off.)
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class Route:
     module: str  # "package.module" with run(args, plan, out)
     uses_triton: bool
     description: str
+    # (device type, why): device types whose tensors this route refuses, with the reason it gives.
+    refuses: tuple[tuple[str, str], ...] = ()
 
     def load(self):
         return importlib.import_module(self.module)
@@ -67,13 +71,22 @@ _STAGE_DESCRIPTIONS = {
     "fused": "block-d512 gather, RMSNorm, quant/RoPE and the slot-byte stores in one kernel, one launch",
 }
 
+# The gpgpu route is refused on NPU tensors rather than adapted: it is a GPU design (several
+# programs per SM, warps and eviction hints triton-ascend ignores, a grid of
+# n * splits * 512 / block_d programs that passes triton-ascend's 65535-program limit on large
+# calls) and it launches on whichever NPU is current. The Ascend ladder is the NPU route; a
+# second, unmeasured NPU path would only be a slower way to the same bytes.
+_GPGPU_NOT_ON_NPU = ("it is the GPU design and was never adapted to an NPU (its grid can pass triton-ascend's "
+                     "65535-program limit); use route='ascend' (what 'auto' picks on an NPU) or 'ascend:fused'")
+
 ROUTES: dict[str, Route] = {
     "reference": Route("reference", "ascend_kvc.reference", False, "PyTorch baseline, [N, C, 1024] materialised"),
     **{
         f"ascend:{stage}": Route(f"ascend:{stage}", "ascend_kvc.stages", True, _STAGE_DESCRIPTIONS[stage])
         for stage in ASCEND_STAGES
     },
-    "gpgpu": Route("gpgpu", "gpgpu_fallback.route", True, "block8 online-softmax split gather + fused Triton finalizer"),
+    "gpgpu": Route("gpgpu", "gpgpu_fallback.route", True, "block8 online-softmax split gather + fused Triton finalizer",
+                   refuses=(("npu", _GPGPU_NOT_ON_NPU),)),
 }
 
 
@@ -94,6 +107,9 @@ def check_can_run(route: Route, device: torch.device) -> None:
             f"route {route.name!r} runs Triton kernels; on CPU tensors that needs TRITON_INTERPRET=1 "
             "set before ascend_kvc's kernels are first used (or use route='reference')"
         )
+    for device_type, why in route.refuses:
+        if device.type == device_type:
+            raise RouteUnavailableError(f"route {route.name!r} does not run on {device_type} tensors: {why}")
     if device.type not in ("cpu", "cuda", "npu", "xpu"):
         raise RouteUnavailableError(f"route {route.name!r} has no Triton backend for device type {device.type!r}")
 

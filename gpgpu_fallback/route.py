@@ -1,6 +1,10 @@
 """Route ``gpgpu``: one launch of ``_window_compress_kernel`` per call. No host sync with
 validate=False, no data-dependent allocation: CUDA-graph capturable.
 
+GPUs only: ``ascend_kvc.routes`` refuses NPU tensors for this route (``RouteUnavailableError``,
+with the reason). Its grid, ``n * splits * 512 / block_d`` programs, can pass triton-ascend's limit
+of 65535, and the plan switches only CUDA devices; the Ascend ladder is the NPU route.
+
 ``CompressPlan`` does every host-side computation of a call once per argument signature (tiles,
 window pieces, grid, scalar arguments, the compiled kernel); ``ascend_kvc.api`` caches plans so
 that a repeat call only reads the current stream, finds its scratch and launches.
