@@ -128,7 +128,7 @@ audit: $(STAMP) $(ASCEND_STAMP)
 	$(PY) -m tools.ascend_lowering
 endif
 
-# Report folder bench/results/<device>-<date>/ (report.md, CSV, JSON, figures); BENCH_ARGS adds flags.
+# Report folder bench/out/<device>-<date>/, ignored by git (report.md, CSV, JSON, figures); BENCH_ARGS adds flags.
 bench: $(STAMP)
 	$(PY) -m bench --report $(BENCH_ARGS)
 

@@ -32,8 +32,8 @@ def pytest_collection_modifyitems(config, items):
     skip_cuda = pytest.mark.skip(reason="no CUDA GPU on this machine")
     skip_npu = pytest.mark.skip(reason="no Ascend NPU (torch-npu) on this machine")
     for item in items:
-        if "cuda" in item.keywords and not torch.cuda.is_available():
+        if item.get_closest_marker("cuda") is not None and not torch.cuda.is_available():
             item.add_marker(skip_cuda)
-        if "npu" in item.keywords and not _has_npu():
+        if item.get_closest_marker("npu") is not None and not _has_npu():
             item.add_marker(skip_npu)
     items.sort(key=lambda item: getattr(item, "originalname", item.name) not in SLOW_FIRST)  # stable
