@@ -4,6 +4,11 @@ validate=False, no data-dependent allocation: CUDA-graph capturable.
 ``CompressPlan`` does every host-side computation of a call once per argument signature (tiles,
 window pieces, grid, scalar arguments, the compiled kernel); ``ascend_kvc.api`` caches plans so
 that a repeat call only reads the current stream, finds its scratch and launches.
+
+A step plan (``ascend_kvc.compress_step``, ``step_state_slots`` not ``None``) first runs the
+boundary search of ``ascend_kvc.boundaries`` into the same scratch, then the kernel in its counted
+form: a grid-stride loop over the work items of the outputs the search counted, on a grid, tiles
+and window pieces planned for the step's token count (the outputs' upper bound).
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from __future__ import annotations
 import torch
 import triton
 
+from ascend_kvc.boundaries import plan_search, search_constexprs
+from ascend_kvc.boundaries import _count_boundaries_kernel, _list_boundaries_kernel
 from ascend_kvc.device import compute_units, device_kind
 from ascend_kvc.launch import KernelLauncher, stream_scratch, stream_state
 from ascend_kvc.layout import HEAD_DIM, SLOTS_PER_PAGE
@@ -20,10 +27,19 @@ from .compress import _window_compress_kernel
 from .tuning import tiles_for, window_splits, window_steps
 
 
+# A step's grid: at most this many programs per compute unit loop over the counted work items.
+STEP_PROGRAMS_PER_UNIT = 16
+_ALIGN_FLOATS = 16  # between scratch regions: every region keeps Triton's 16-byte pointer specialisation
+
+
+def _aligned(floats: int) -> int:
+    return -(-floats // _ALIGN_FLOATS) * _ALIGN_FLOATS
+
+
 class CompressPlan:
     """The launch of one argument signature (shapes, dtypes, strides, device, scalars)."""
 
-    def __init__(self, args, out: torch.Tensor | None):
+    def __init__(self, args, out: torch.Tensor | None, step_state_slots: bool | None = None):
         dev = args.device
         n, C, bs = args.num_outputs, args.compress_ratio, args.block_size
         self.device = dev
@@ -40,6 +56,24 @@ class CompressPlan:
         self.splits = splits
         self.scratch_floats = n * splits * (3 * HEAD_DIM + 1)
         self.num_outputs = n
+        self.step = step_state_slots is not None
+        self.search_launchers: list[tuple[KernelLauncher, bool]] = []  # (launcher, is the list kernel)
+        if self.step:
+            num_tokens = args.token_to_req.shape[0]
+            search = plan_search(num_tokens, units)
+            # int32 regions after the piece states: the boundary list, its count, the chunk counts
+            self._list_at = _aligned(self.scratch_floats)
+            self._count_at = self._list_at + _aligned(num_tokens)
+            self._counts_at = self._count_at + _ALIGN_FLOATS
+            self.scratch_floats = self._counts_at + _aligned(search.programs)
+            self._search_scalars = (num_tokens, search.chunk)
+            count_cx, list_cx = search_constexprs(C, bool(step_state_slots))
+            if search.programs > 1:
+                self.search_launchers.append(
+                    (KernelLauncher(_count_boundaries_kernel, (search.programs,), count_cx, {}), False))
+            self._multi_chunk = search.programs > 1
+            self.search_launchers.append(
+                (KernelLauncher(_list_boundaries_kernel, (search.programs,), list_cx, {}), True))
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         self.scalars = (
             n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], args.kv_cache.shape[0] * SLOTS_PER_PAGE,
@@ -50,8 +84,10 @@ class CompressPlan:
         )
         constexprs = dict(C=C, BLOCK_D=tiles.block_d, ROWS=steps.rows, NB=steps.blocks, CHUNKED=steps.chunked,
                           SPLITS=splits, SPLITS_P2=max(2, triton.next_power_of_2(splits)),
-                          EVICT="evict_first" if tiles.evict_first else "", **SLOT_LAYOUT_CONSTEXPRS)
-        grid = (n * splits * (HEAD_DIM // tiles.block_d),)
+                          EVICT="evict_first" if tiles.evict_first else "", COUNTED=self.step,
+                          **SLOT_LAYOUT_CONSTEXPRS)
+        items = n * splits * (HEAD_DIM // tiles.block_d)
+        grid = (min(items, STEP_PROGRAMS_PER_UNIT * units) if self.step else items,)
         self.launcher = KernelLauncher(_window_compress_kernel, grid, constexprs,
                                        dict(num_warps=tiles.warps, num_stages=tiles.stages))
 
@@ -74,19 +110,60 @@ class CompressPlan:
                             rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers)
         stream, key, capturing = stream_state(self.device)
         part, arrivals = stream_scratch(self.device, key, self.scratch_floats, self.num_outputs, capturing)
+        if self.step:
+            return self._step(stream, part, arrivals, state_cache, token_to_req, positions, boundary_token_indices,
+                              block_table, rms_norm_weight, cos_sin_cache, kv_slot_mapping, out, pointers)
         if pointers is not None and self.launcher.takes_addresses():
             p = pointers  # in this method's argument order; the kernel's order below
             self.launcher.launch_compiled(stream, p[0], p[3], p[1], p[2], p[7], p[4], p[5], p[6], out.data_ptr(),
-                                          part.data_ptr(), arrivals.data_ptr(), *self.scalars)
+                                          part.data_ptr(), arrivals.data_ptr(), *self.scalars, p[3])  # count_ptr: not read
         else:
             self.launcher(stream, state_cache, boundary_token_indices, token_to_req, positions, kv_slot_mapping,
-                          block_table, rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars)
+                          block_table, rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars,
+                          boundary_token_indices)  # count_ptr: not read (COUNTED is False)
+        return out
+
+    def _step(self, stream, part, arrivals, state_cache, token_to_req, positions, state_slots, block_table,
+              rms_norm_weight, cos_sin_cache, kv_slot_mapping, out, pointers):
+        """The boundary search, then the counted kernel; ``state_slots`` holds the state slot
+        mapping (the kv slot mapping when the engine has none)."""
+        ints = part.view(torch.int32)
+        if pointers is not None and self.launcher.takes_addresses() and all(
+                launcher.takes_addresses() for launcher, _ in self.search_launchers):
+            p, base = pointers, part.data_ptr()
+            listing, count, counts = (base + 4 * at for at in (self._list_at, self._count_at, self._counts_at))
+            for launcher, is_list in self.search_launchers:
+                if is_list:
+                    launcher.launch_compiled(stream, p[2], p[7], p[3], counts if self._multi_chunk else listing,
+                                             listing, count, *self._search_scalars)
+                else:
+                    launcher.launch_compiled(stream, p[2], p[7], p[3], counts, *self._search_scalars)
+            self.launcher.launch_compiled(stream, p[0], listing, p[1], p[2], p[7], p[4], p[5], p[6], out.data_ptr(),
+                                          base, arrivals.data_ptr(), *self.scalars, count)
+            return out
+        listing = ints[self._list_at:self._count_at]
+        count = ints[self._count_at:self._counts_at]
+        counts = ints[self._counts_at:]
+        for launcher, is_list in self.search_launchers:
+            if is_list:
+                launcher(stream, positions, kv_slot_mapping, state_slots, counts if self._multi_chunk else listing,
+                         listing, count, *self._search_scalars)
+            else:
+                launcher(stream, positions, kv_slot_mapping, state_slots, counts, *self._search_scalars)
+        self.launcher(stream, state_cache, listing, token_to_req, positions, kv_slot_mapping, block_table,
+                      rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars, count)
         return out
 
 
 def launch_plan(args, out: torch.Tensor | None, route_name: str = "gpgpu") -> CompressPlan:
     """A reusable plan for ``args``' signature; ``out`` as given to the operator."""
     return CompressPlan(args, out)
+
+
+def step_plan(args, out: torch.Tensor, route_name: str, state_slots: bool) -> CompressPlan:
+    """A reusable plan for a step of ``args``' signature (``ascend_kvc.compress_step``); ``args``'
+    ``boundary_token_indices`` stands for the step's tokens (its length is their count)."""
+    return CompressPlan(args, out, step_state_slots=state_slots)
 
 
 def run(args, route_name: str, plan, out: torch.Tensor) -> None:

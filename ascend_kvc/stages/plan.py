@@ -14,6 +14,14 @@ Launches a call (no host sync, no framework op, no data-dependent allocation):
 |---|---|---|
 | ``triton-quant`` | gather (bf16 out), quantise, scatter | piece gather, merge (bf16 out), quantise, scatter |
 | ``fused`` | fused | piece gather, merge (slot bytes) |
+
+A *step* plan (``ascend_kvc.compress_step``, ``step_state_slots`` not ``None``) runs the same
+kernels after the boundary search of ``ascend_kvc.boundaries`` (one launch, two for a search of
+more than one program), with the search's int32 list as ``boundary_token_indices`` and its count
+read on the device (``COUNTED``). Everything sized by the outputs is sized by the step's token
+count, their upper bound: the grids, the scratch, the work split (``step_piece_slots``). The
+tensors a step plan takes are the operator's, with the state slot mapping in the place of
+``boundary_token_indices`` (the kv slot mapping there when the engine has none).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from ..device import ascend_programs, programs_own_cores, split_rule, vector_cor
 from ..launch import KernelLauncher, stream_scratch, stream_state
 from ..layout import HEAD_DIM, NOPE_DIM, NOPE_GROUPS, SLOTS_PER_PAGE
 from .split_window import STATE_FLOATS
-from .work_split import MIN_PIECE_ROWS, plan_split
+from .work_split import MIN_PIECE_ROWS, WorkSplit, plan_split
 
 # Fewest window rows a program of a split reads on a GPU, where four programs share an SM: pieces
 # of one 8-row block (16-33 a window) measured 9-15% slower on an H200 than pieces of 32 rows or
@@ -56,7 +64,18 @@ class _Scratch:
 _OUT = object()  # the launch argument that is the cache written
 # The call's tensors, in the operator's argument order.
 STATE, TOKEN_TO_REQ, POSITIONS, BOUNDARY, BLOCK_TABLE, WEIGHT, COS_SIN, SLOT_MAPPING = (_In(k) for k in range(8))
-_INDEX_ARGS = (BOUNDARY, TOKEN_TO_REQ, POSITIONS, SLOT_MAPPING)  # the kernels' index pointer order
+STATE_SLOTS = BOUNDARY  # a step plan's tensor in that place: the state slot mapping
+_LIST, _COUNT, _COUNTS = _Scratch("list", torch.int32), _Scratch("count", torch.int32), _Scratch("counts", torch.int32)
+
+
+def step_piece_slots(split: WorkSplit, max_outputs: int) -> int:
+    """State slots per program that any count of outputs up to ``max_outputs`` needs, with the
+    split's programs and row unit (the runs of ``split_window`` on ``active_programs``): a run of
+    ``u`` units touches at most ``(u - 1) // W + 2`` windows of ``W`` units, and with ``n`` outputs
+    ``u <= ceil(n W / min(P, n W))``, which is 1 when ``n W <= P`` and grows with ``n``."""
+    W = split.compress_ratio // split.row_unit
+    units = -(-max_outputs * W // split.programs)
+    return max(1, min(max_outputs, (units - 1) // W + 2))
 
 
 def _picker(indices: list[int]):
@@ -71,8 +90,9 @@ def _picker(indices: list[int]):
 class AscendPlan:
     """The launches of ``ascend:<stage>`` for one argument signature."""
 
-    def __init__(self, args, out: torch.Tensor | None, stage: str):
+    def __init__(self, args, out: torch.Tensor | None, stage: str, step_state_slots: bool | None = None):
         from . import kernel_specializations, piece_row_tile, unsplit_row_tile
+        from ..boundaries import plan_search
 
         dev = args.device
         n, C, bs = args.num_outputs, args.compress_ratio, args.block_size
@@ -93,42 +113,58 @@ class AscendPlan:
         wider_tiles_split = split_rule() == "auto" and programs_own_cores(dev)  # the rule checked on every device
         self.split = plan_split(n, C, ascend_programs(dev), min_rows, piece_row_tile(bs),
                                 unsplit_row_tile(bs) if wider_tiles_split else None)
+        step = step_state_slots is not None
         specs = kernel_specializations(stage, bs, C, args.state_cache.dtype, split=self.split.split,
-                                       device_type=dev.type)
+                                       device_type=dev.type, step=step, state_slots=bool(step_state_slots))
+        search = plan_search(args.token_to_req.shape[0], ascend_programs(dev)) if step else None
+        if search is not None and search.programs == 1:  # one chunk: the list kernel counts it itself
+            specs = [s for s in specs if s.kernel != "_count_boundaries_kernel"]
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         kv_s0 = args.kv_cache.shape[1] if out is None else out.stride(0)  # out=None: a new contiguous tensor
         num_tokens, num_slots = args.token_to_req.shape[0], args.kv_cache.shape[0] * SLOTS_PER_PAGE
         table = (n, num_tokens, bt.shape[0], bt.shape[1], st.shape[0], num_slots, cs.shape[0], bs,
                  st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1))
-        programs, slots = self.split.programs, self.split.piece_slots
+        programs = self.split.programs
+        slots = step_piece_slots(self.split, n) if step and self.split.split else self.split.piece_slots
+        boundary, count = (_LIST, _COUNT) if step else (BOUNDARY, BOUNDARY)  # unread without COUNTED
+        index_args = (boundary, TOKEN_TO_REQ, POSITIONS, SLOT_MAPPING)
         merge_shape = (n, programs, slots, cs.stride(0), cs.stride(1))
         eps = args.rms_norm_eps
         part, head = _Scratch("part", torch.float32), _Scratch("head", torch.int64)
         y, slot = _Scratch("y", torch.int16), _Scratch("slot", torch.int64)
         sizes = {"part": programs * slots * (STATE_FLOATS + 1) * 4, "head": n * 2 * 8, "y": n * HEAD_DIM * 2,
-                 "slot": n * 8, "nope": n * NOPE_DIM, "scale": n * NOPE_GROUPS * 4}
+                 "slot": n * 8, "nope": n * NOPE_DIM, "scale": n * NOPE_GROUPS * 4,
+                 "list": num_tokens * 4, "count": 4, "counts": 4 * (search.programs if step else 1)}
+        chunk = search.chunk if step else 0
+        counts = _COUNTS if step and search.programs > 1 else _LIST  # one program reads no counts
         lists = {
+            "_count_boundaries_kernel": (POSITIONS, SLOT_MAPPING, STATE_SLOTS, _COUNTS, num_tokens, chunk),
+            "_list_boundaries_kernel": (POSITIONS, SLOT_MAPPING, STATE_SLOTS, counts, _LIST, _COUNT, num_tokens, chunk),
             "_gather_to_bf16_kernel": (
-                STATE, *_INDEX_ARGS, BLOCK_TABLE, y, slot, *table,
-                WEIGHT, eps, COS_SIN, cs.stride(0), cs.stride(1)),
+                STATE, *index_args, BLOCK_TABLE, y, slot, *table,
+                WEIGHT, eps, COS_SIN, cs.stride(0), cs.stride(1), count),
             "_fused_compress_kernel": (
-                STATE, *_INDEX_ARGS, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),
-                kv_s0, eps),
-            "_window_piece_kernel": (STATE, *_INDEX_ARGS, BLOCK_TABLE, part, head, n, programs, slots, *table[1:]),
-            "_merge_to_slot_kernel": (part, head, WEIGHT, COS_SIN, _OUT, *merge_shape, kv_s0, eps),
-            "_merge_to_bf16_kernel": (part, head, WEIGHT, COS_SIN, y, slot, *merge_shape, eps),
-            "_quantize_bf16_kernel": (y, slot, _Scratch("nope", torch.int8), _Scratch("scale", torch.int32), n),
+                STATE, *index_args, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),
+                kv_s0, eps, count),
+            "_window_piece_kernel": (STATE, *index_args, BLOCK_TABLE, part, head, n, programs, slots, *table[1:],
+                                     count),
+            "_merge_to_slot_kernel": (part, head, WEIGHT, COS_SIN, _OUT, *merge_shape, kv_s0, eps, count),
+            "_merge_to_bf16_kernel": (part, head, WEIGHT, COS_SIN, y, slot, *merge_shape, eps, count),
+            "_quantize_bf16_kernel": (y, slot, _Scratch("nope", torch.int8), _Scratch("scale", torch.int32), n, count),
             "_byte_scatter_kernel": (
                 _Scratch("nope", torch.uint8), _Scratch("y", torch.uint8), _Scratch("scale", torch.uint8), slot,
-                _OUT, n, kv_s0),
+                _OUT, n, kv_s0, count),
         }
         self._scratch_names: list[str] = []
         launches: list[tuple[KernelLauncher, tuple]] = []
         for spec in specs:
             arguments = lists[spec.kernel]
             kernel = getattr(importlib.import_module(spec.module), spec.kernel)
-            # the piece gather: one run of rows per program; the others: persistent, one output at a time
-            grid = (programs if spec.kernel == "_window_piece_kernel" else max(1, min(n, self.split.cores)),)
+            # the piece gather: one run of rows per program; the search: one chunk of tokens per program;
+            # the others: persistent, one output at a time
+            grid = (programs if spec.kernel == "_window_piece_kernel"
+                    else search.programs if spec.module == "ascend_kvc.boundaries"
+                    else max(1, min(n, self.split.cores)),)
             launches.append((KernelLauncher(kernel, grid, dict(spec.constexprs), {}), arguments))
             for a in arguments:
                 if isinstance(a, _Scratch) and a.name not in self._offsets:
