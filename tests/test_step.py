@@ -134,7 +134,8 @@ def test_random_steps_match_the_truth(case):
 
 
 # A replay sequence: the same 6 tokens (3 requests x 2) with positions and slots changed in place,
-# giving 0, 1, a few and many (every token) boundary tokens, then 0 again. C = 128.
+# giving 0, 1, a few and many (every token closes a window; token 4 has no state slot) boundary
+# tokens, then 0 again. C = 128.
 REPLAY_POSITIONS = [
     [10, 11, 300, 301, 40, 41],  # 0
     [126, 127, 300, 301, 40, 41],  # 1
@@ -142,7 +143,7 @@ REPLAY_POSITIONS = [
     [127, 255, 383, 511, 255, 127],  # all 6
     [0, 1, 2, 3, 4, 5],  # 0
 ]
-REPLAY_MEANT = [0, 1, 3, 6, 0]
+REPLAY_MEANT = [0, 1, 3, 5, 0]
 
 
 def _replay_workload(seed: int):
@@ -155,7 +156,9 @@ def _set_step(sw, k: int, g: torch.Generator):
     sw.positions.copy_(torch.tensor(REPLAY_POSITIONS[k], dtype=sw.positions.dtype))
     slots = torch.randperm(sw.kv_cache.shape[0] * 64, generator=g)[:sw.num_tokens]
     sw.kv_slot_mapping.copy_(slots.to(sw.kv_slot_mapping.dtype))
-    sw.state_slot_mapping.copy_(torch.arange(sw.num_tokens, dtype=sw.state_slot_mapping.dtype))
+    state_slots = torch.arange(sw.num_tokens)
+    state_slots[4] = -1
+    sw.state_slot_mapping.copy_(state_slots.to(sw.state_slot_mapping.dtype))
     sw.base.state_cache.copy_(torch.randn(sw.base.state_cache.shape, generator=g).to(sw.base.state_cache.dtype))
 
 
@@ -183,6 +186,67 @@ def test_many_chunk_search(route, monkeypatch):
     report = judge(sw, sw.kv_cache, before)
     assert report.num_outputs_written >= 3
     step_module.clear_step_plans()
+
+
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
+def test_split_on_more_cores_than_units(route, monkeypatch):
+    """40 vector cores (a 910B's view): a step of one output has 16 units of rows for 40
+    programs planned for the token count; the piece gather and the merge use only 16 of them."""
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
+    step_module.clear_step_plans()
+    sw = _replay_workload(131)
+    g = torch.Generator().manual_seed(132)
+    for k, meant in [(1, 1), (0, 0), (2, 3)]:
+        _set_step(sw, k, g)
+        before = run_step(sw, route)
+        judge(sw, sw.kv_cache, before, meant)
+    plan = next(iter(step_module._STEP_PLANS.values()))
+    assert plan.split.split and plan.split.programs > 16
+    step_module.clear_step_plans()
+
+
+def test_gpgpu_step_grid_smaller_than_the_work(monkeypatch):
+    """The counted gpgpu kernel loops over its work items when they outnumber its programs."""
+    from gpgpu_fallback import route as gpgpu_route
+
+    monkeypatch.setattr(gpgpu_route, "STEP_PROGRAMS_PER_UNIT", 1)
+    step_module.clear_step_plans()
+    sw = make_step_workload([(0, 520), (0, 400)], 128, block_size=8, seed=141, device=DEVICE)
+    before = run_step(sw, "gpgpu")
+    plan = next(iter(step_module._STEP_PLANS.values()))
+    assert plan.launcher.grid[0] < len(expected_boundaries(sw)) * plan.splits
+    judge(sw, sw.kv_cache, before)
+    step_module.clear_step_plans()
+
+
+@pytest.mark.parametrize("programs", [1, 3])
+@pytest.mark.parametrize("state_slots", [False, True])
+def test_search_lists_exactly_the_boundary_tokens(programs, state_slots, monkeypatch):
+    """The search kernels alone: the list's first ``count`` entries are the step's boundary tokens
+    in token order, whatever kv slot or state slot the other tokens have (a token with slot -1 is
+    not listed, though a gather would skip it anyway)."""
+    monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
+    g = torch.Generator().manual_seed(151)
+    T = 1024 * programs - 100 if programs > 1 else 700
+    positions = torch.randint(0, 3, (T,), generator=g) * 128 + torch.randint(125, 129, (T,), generator=g)
+    kv = torch.randint(-2, 1000, (T,), generator=g)
+    ss = torch.randint(-1, 5, (T,), generator=g)
+    sw = SimpleNamespace(compress_ratio=128, positions=positions, kv_slot_mapping=kv,
+                         state_slot_mapping=ss if state_slots else None)
+    truth = expected_boundaries(sw)
+    search = boundaries.plan_search(T, 4)
+    assert search.programs == programs
+    count_cx, list_cx = boundaries.search_constexprs(128, state_slots)
+    listing = torch.full((T,), -7, dtype=torch.int32)
+    count = torch.full((1,), -7, dtype=torch.int32)
+    counts = torch.zeros(search.programs, dtype=torch.int32)
+    if programs > 1:
+        boundaries._count_boundaries_kernel[(programs,)](positions, kv, ss, counts, T, search.chunk, **count_cx)
+    boundaries._list_boundaries_kernel[(programs,)](positions, kv, ss, counts, listing, count, T, search.chunk,
+                                                     **list_cx)
+    assert int(count) == len(truth) > 0
+    assert listing[:len(truth)].tolist() == truth
+    assert bool((listing[len(truth):] == -7).all()), "the search wrote past the count"
 
 
 def test_search_plan():
@@ -248,7 +312,7 @@ def _bad(sw, **changes):
     return args, kwargs
 
 
-@pytest.mark.parametrize("route", ["reference", *SYNC_FREE])
+@pytest.mark.parametrize("route", ["reference", "ascend:fused"])  # the checks come before any route
 @pytest.mark.parametrize("change,error,name", [
     ("positions_dtype", TypeError, "positions"),
     ("state_slots_length", ValueError, "state_slot_mapping"),
@@ -356,7 +420,7 @@ def test_cuda_graph_captured_once_replays_any_step(route):
         with torch.cuda.graph(graph, stream=stream):
             compress_step(*sw.args(), **sw.kwargs(), route=route, validate=False)
     torch.cuda.synchronize()
-    for k, meant in [*enumerate(REPLAY_MEANT), (3, 6), (1, 1)]:
+    for k, meant in [*enumerate(REPLAY_MEANT), (3, 5), (1, 1)]:
         _set_step(sw, k, g)
         start = torch.randint(0, 256, sw.kv_cache.shape, dtype=torch.uint8, generator=g).to(DEVICE)
         sw.kv_cache.copy_(start)
