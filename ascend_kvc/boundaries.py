@@ -16,6 +16,11 @@ Within a chunk, ``BLOCK_T`` tokens at a time, a token's entry is the prefix sum 
 before it. Small steps (decode) take one program and one launch; large prefill steps take up to
 ``MAX_PROGRAMS`` programs and two launches, each reading its chunk once.
 
+The list kernel also decides the work split of the planned Ascend rungs from the count
+(``split_counts``): it writes the count three times, all of it, the part the unsplit kernels
+take, the part the split kernels take (one of the last two is zero). Each kernel loops to its own
+count, so both paths can be launched and only one does work.
+
 The boundary test is integer arithmetic: ``C`` is a power of two dividing ``2**32``, so
 ``(p + 1) % C == 0`` is ``((int32(p) + 1) & (C - 1)) == 0`` for int32 and int64 positions alike
 (vector int64 arithmetic falls back to scalar code on Ascend). Slots are compared in their own
@@ -46,6 +51,19 @@ def counted_outputs(count_ptr, num_outputs, COUNTED: tl.constexpr):
         return tl.minimum(tl.load(count_ptr), num_outputs)
     else:
         return num_outputs
+
+
+@triton.jit
+def split_counts(count, split_max, split_cores, split_always):
+    """The outputs the split kernels take (all ``count`` of them, or 0; the unsplit kernels take
+    the rest): up to ``split_max`` outputs, when ``split_always`` (a piece gather with wider
+    tiles, where programs own their cores) or when whole windows would keep less than 95% of
+    ``split_cores`` busy (``work_split.BUSY_TARGET``: ``count / (cores * ceil(count / cores))``),
+    the rule ``work_split.plan_split`` applies on the host, here applied to the count on the device."""
+    rounds = (count + split_cores - 1) // split_cores
+    idle = count * 20 < 19 * split_cores * rounds
+    take = (count <= split_max) & ((split_always != 0) | idle)
+    return tl.where(take, count, 0)
 
 
 @triton.jit
@@ -88,8 +106,9 @@ def _list_boundaries_kernel(
     state_slot_ptr,  # in, [num_tokens], int64/int32: < 0 gives no output (read with HAS_STATE_SLOTS)
     counts_ptr,  # in, [programs], int32, from _count_boundaries_kernel (read by programs > 0 only)
     list_ptr,  # out, [num_tokens], int32: the boundary tokens in token order, first count entries
-    count_ptr,  # out, [1], int32: how many
+    count_ptr,  # out, [3], int32: how many; of those, for the unsplit kernels; for the split ones
     num_tokens, chunk,
+    split_max, split_cores, split_always,  # the work split's rule (``split_counts``)
     C: tl.constexpr, BLOCK_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr, MAX_PROGRAMS: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -105,7 +124,10 @@ def _list_boundaries_kernel(
         tl.store(list_ptr + base + rank - 1, offs, mask=flag != 0)
         base += tl.sum(flag, axis=0)
     if pid == tl.num_programs(0) - 1:  # the last chunk's end: every chunk counted
+        split = split_counts(base, split_max, split_cores, split_always)
         tl.store(count_ptr, base)
+        tl.store(count_ptr + 1, base - split)
+        tl.store(count_ptr + 2, split)
 
 
 @dataclass(frozen=True)
@@ -139,3 +161,10 @@ def search_constexprs(compress_ratio: int, has_state_slots: bool) -> tuple[dict,
     """``(count kernel's, list kernel's)`` constexprs."""
     count = dict(C=compress_ratio, BLOCK_T=BLOCK_T, HAS_STATE_SLOTS=has_state_slots)
     return count, dict(count, MAX_PROGRAMS=MAX_PROGRAMS)
+
+
+# Where each kernel reads its count in the ``[3]`` int32 count buffer.
+COUNT_TOTAL, COUNT_UNSPLIT, COUNT_SPLIT = 0, 1, 2
+# Outputs per core up to which a step may take the split path (it keeps the split's state slots
+# few: ``stages.plan.step_piece_slots``); more outputs give every core this many whole windows.
+SPLIT_ROUNDS = 8

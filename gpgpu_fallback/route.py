@@ -64,9 +64,9 @@ class CompressPlan:
             # int32 regions after the piece states: the boundary list, its count, the chunk counts
             self._list_at = _aligned(self.scratch_floats)
             self._count_at = self._list_at + _aligned(num_tokens)
-            self._counts_at = self._count_at + _ALIGN_FLOATS
+            self._counts_at = self._count_at + _ALIGN_FLOATS  # the count: [total, unsplit, split]
             self.scratch_floats = self._counts_at + _aligned(search.programs)
-            self._search_scalars = (num_tokens, search.chunk)
+            self._search_scalars = (num_tokens, search.chunk, 0, 1, 0)  # no work split: all outputs unsplit
             count_cx, list_cx = search_constexprs(C, bool(step_state_slots))
             if search.programs > 1:
                 self.search_launchers.append(
@@ -137,7 +137,7 @@ class CompressPlan:
                     launcher.launch_compiled(stream, p[2], p[7], p[3], counts if self._multi_chunk else listing,
                                              listing, count, *self._search_scalars)
                 else:
-                    launcher.launch_compiled(stream, p[2], p[7], p[3], counts, *self._search_scalars)
+                    launcher.launch_compiled(stream, p[2], p[7], p[3], counts, *self._search_scalars[:2])
             self.launcher.launch_compiled(stream, p[0], listing, p[1], p[2], p[7], p[4], p[5], p[6], out.data_ptr(),
                                           base, arrivals.data_ptr(), *self.scalars, count)
             return out
@@ -149,7 +149,7 @@ class CompressPlan:
                 launcher(stream, positions, kv_slot_mapping, state_slots, counts if self._multi_chunk else listing,
                          listing, count, *self._search_scalars)
             else:
-                launcher(stream, positions, kv_slot_mapping, state_slots, counts, *self._search_scalars)
+                launcher(stream, positions, kv_slot_mapping, state_slots, counts, *self._search_scalars[:2])
         self.launcher(stream, state_cache, listing, token_to_req, positions, kv_slot_mapping, block_table,
                       rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars, count)
         return out

@@ -238,15 +238,38 @@ def test_search_lists_exactly_the_boundary_tokens(programs, state_slots, monkeyp
     assert search.programs == programs
     count_cx, list_cx = boundaries.search_constexprs(128, state_slots)
     listing = torch.full((T,), -7, dtype=torch.int32)
-    count = torch.full((1,), -7, dtype=torch.int32)
+    count = torch.full((3,), -7, dtype=torch.int32)
     counts = torch.zeros(search.programs, dtype=torch.int32)
     if programs > 1:
         boundaries._count_boundaries_kernel[(programs,)](positions, kv, ss, counts, T, search.chunk, **count_cx)
+    split_max, cores, always = (T, 7, 1) if state_slots else (0, 7, 1)  # every count splits / none does
     boundaries._list_boundaries_kernel[(programs,)](positions, kv, ss, counts, listing, count, T, search.chunk,
-                                                     **list_cx)
-    assert int(count) == len(truth) > 0
-    assert listing[:len(truth)].tolist() == truth
-    assert bool((listing[len(truth):] == -7).all()), "the search wrote past the count"
+                                                     split_max, cores, always, **list_cx)
+    n = len(truth)
+    assert n > 0 and count.tolist() == ([n, 0, n] if state_slots else [n, n, 0])
+    assert listing[:n].tolist() == truth
+    assert bool((listing[n:] == -7).all()), "the search wrote past the count"
+
+
+@pytest.mark.parametrize("count,split_max,cores,always,split", [
+    (0, 100, 40, 0, 0), (1, 100, 40, 0, 1), (37, 100, 40, 0, 37), (38, 100, 40, 0, 0), (40, 100, 40, 0, 0),
+    (41, 100, 40, 0, 41), (79, 100, 40, 0, 0), (101, 100, 40, 1, 0), (100, 100, 40, 1, 100), (5, 100, 1, 0, 0),
+    (721, 800, 40, 0, 721), (722, 800, 40, 0, 0),
+])
+def test_split_counts_apply_the_occupancy_rule(count, split_max, cores, always, split):
+    """The device's rule is ``work_split``'s BUSY_TARGET: split when whole windows keep less than
+    95% of the cores busy (37 of 40: 92.5%, 38: 95%; 721 in 19 rounds of 40: 94.9%, 722: 95%), up
+    to ``split_max`` outputs, or always up to it."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def probe(out_ptr, c, m, k, a):
+        tl.store(out_ptr, boundaries.split_counts(c, m, k, a))
+
+    out = torch.full((1,), -1, dtype=torch.int32)
+    probe[(1,)](out, count, split_max, cores, always)
+    assert int(out) == split
 
 
 def test_search_plan():

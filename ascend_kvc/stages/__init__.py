@@ -273,7 +273,9 @@ def kernel_specializations(
     ``step``: the kernels of ``ascend_kvc.compress_step`` (planned rungs only): the boundary
     search of ``ascend_kvc.boundaries`` first (its count kernel launched only when the search has
     more than one program; ``state_slots``: the engine passes a state slot mapping), then the
-    rung's kernels reading the device list and its count (``COUNTED``).
+    rung's kernels reading the device list and their count (``COUNTED``). With ``split`` both the
+    split kernels and the unsplit gather: the search decides on the device which of them take the
+    step's outputs (the plan leaves the unsplit gather out when every count it allows splits).
 
     Pointer types are those of the official dtypes (int32 block table and request ids, int64
     positions, boundaries and slots, bf16 norm weight, fp32 cos/sin, uint8 cache) with the state
@@ -291,6 +293,8 @@ def kernel_specializations(
         raise ValueError(f"stage {stage!r} has no sync-free step; only {ASCEND_PLANNED_STAGES} do")
     if split:
         specs = _split_specs(stage, block_size, compress_ratio, state_dtype)
+        if step:  # the device picks the split or the unsplit gather by the step's count
+            specs.append(_gather_spec(stage, block_size, compress_ratio, state_dtype))
     else:
         specs = [_gather_spec(stage, block_size, compress_ratio, state_dtype)]
     if device_type == "cuda" and stage in ASCEND_PLANNED_STAGES:
