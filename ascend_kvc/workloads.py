@@ -267,3 +267,25 @@ def official_step(num_reqs: int, total_tokens: int, compress_ratio: int, **kw) -
     step = StepWorkload(base=w, token_to_req=w.token_to_req, positions=w.positions,
                         kv_slot_mapping=w.kv_slot_mapping, kv_cache=w.kv_cache, name=w.name)
     return step, w
+
+
+# Engine-shaped steps (``bench.steps``): decode batches of one token a request with 0, 1 and 8
+# boundary tokens among them, a prefill chunk with decode tokens, and the official cases.
+DECODE_STEPS: tuple[tuple[int, int], ...] = ((1, 0), (1, 1), (64, 0), (64, 1), (64, 8), (256, 0), (256, 1), (256, 8))
+SMALL_DECODE_STEPS: tuple[tuple[int, int], ...] = ((1, 0), (1, 1), (4, 1))
+PREFILL_CHUNK, MIXED_DECODE_TOKENS = 8192, 64
+
+
+def decode_step(num_reqs: int, num_boundaries: int, compress_ratio: int, **kw) -> StepWorkload:
+    """``num_reqs`` requests of one token each, ``num_boundaries`` of which close a window."""
+    return make_step_workload(decode_spans(num_reqs, num_boundaries, compress_ratio), compress_ratio,
+                              name=f"decode-R{num_reqs}-B{num_boundaries}-C{compress_ratio}", **kw)
+
+
+def mixed_step(compress_ratio: int, prefill_tokens: int = PREFILL_CHUNK, decode_tokens: int = MIXED_DECODE_TOKENS,
+               decode_boundaries: int = 1, **kw) -> StepWorkload:
+    """A prefill chunk (positions ``0..prefill_tokens - 1`` of one request) and ``decode_tokens``
+    decode requests of one token, ``decode_boundaries`` of them closing a window."""
+    spans = [(0, prefill_tokens), *decode_spans(decode_tokens, decode_boundaries, compress_ratio)]
+    return make_step_workload(spans, compress_ratio,
+                              name=f"mixed-P{prefill_tokens}+D{decode_tokens}-C{compress_ratio}", **kw)
