@@ -7,8 +7,9 @@ that a repeat call only reads the current stream, finds its scratch and launches
 
 A step plan (``ascend_kvc.compress_step``, ``step_state_slots`` not ``None``) first runs the
 boundary search of ``ascend_kvc.boundaries`` into the same scratch, then the kernel in its counted
-form: a grid-stride loop over the work items of the outputs the search counted, on a grid, tiles
-and window pieces planned for the step's token count (the outputs' upper bound).
+form: a grid-stride loop over the work items of the outputs the search counted. Scratch is sized
+for the step's token count (the outputs' upper bound); tiles and window pieces are tuned for the
+outputs a step typically has (``_step_splits``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,22 @@ from .tuning import tiles_for, window_splits, window_steps
 
 # A step's grid: at most this many programs per compute unit loop over the counted work items.
 STEP_PROGRAMS_PER_UNIT = 16
+# A step's window pieces are tuned for at most one output per compute unit (a decode step has a
+# few, a prefill chunk one per C tokens), not for its token count; its piece states, one set per
+# token (the outputs' bound), may take at most this many bytes, which caps the pieces.
+STEP_SCRATCH_BYTES = 256 * 2**20
+_PIECE_STATE_BYTES = (3 * HEAD_DIM + 1) * 4
+
+
+def _step_splits(tiles, num_tokens: int, compress_ratio: int, max_cols: int, blocks: int, units: int) -> int:
+    """Window pieces of a step of ``num_tokens`` tokens: ``window_splits`` for the outputs a step
+    typically has (``min(num_tokens, units, num_tokens // C + 1)``), halved until the piece states
+    of ``num_tokens`` outputs fit ``STEP_SCRATCH_BYTES``."""
+    typical = max(1, min(num_tokens, units, num_tokens // compress_ratio + 1))
+    splits = window_splits(tiles, typical, max_cols, blocks, units)
+    while splits > 1 and num_tokens * splits * _PIECE_STATE_BYTES > STEP_SCRATCH_BYTES:
+        splits //= 2
+    return splits
 _ALIGN_FLOATS = 16  # between scratch regions: every region keeps Triton's 16-byte pointer specialisation
 
 
@@ -47,16 +64,18 @@ class CompressPlan:
         self.nothing_to_do = n == 0 or args.nothing_to_read
         if self.nothing_to_do:
             return
-        tiles = tiles_for(device_kind(dev), C, n)
+        step = step_state_slots is not None
+        units = compute_units(dev.type, dev.index if dev.index is not None else 0)
+        tiles = tiles_for(device_kind(dev), C, min(n, units) if step else n)
         steps = window_steps(tiles, bs)
         max_cols = (C - 1) // bs + 2  # logical blocks a window can touch
-        units = compute_units(dev.type, dev.index if dev.index is not None else 0)
-        splits = window_splits(tiles, n, max_cols, steps.blocks, units)
+        splits = (_step_splits(tiles, n, C, max_cols, steps.blocks, units) if step
+                  else window_splits(tiles, n, max_cols, steps.blocks, units))
         cols_per_split = triton.cdiv(triton.cdiv(max_cols, splits), steps.blocks) * steps.blocks
         self.splits = splits
         self.scratch_floats = n * splits * (3 * HEAD_DIM + 1)
         self.num_outputs = n
-        self.step = step_state_slots is not None
+        self.step = step
         self.search_launchers: list[tuple[KernelLauncher, bool]] = []  # (launcher, is the list kernel)
         if self.step:
             num_tokens = args.token_to_req.shape[0]
