@@ -478,3 +478,28 @@ def test_decode_spans():
 
 def test_package_exports_compress_step():
     assert ascend_kvc.compress_step is compress_step
+
+
+def _compiled_step(state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache,
+                   kv_slot_mapping, kv_cache, state_slot_mapping, route):
+    compress_step(state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache,
+                  kv_slot_mapping, kv_cache, block_size=8, compress_ratio=128,
+                  state_slot_mapping=state_slot_mapping, route=route, validate=False)
+    return kv_cache
+
+
+@pytest.mark.parametrize("route", ["reference", "ascend:fused"])
+def test_compress_step_compiles_in_one_graph(route):
+    """Inside ``torch.compile(fullgraph=True)`` the function calls the registered op (a graph break
+    would be an error); two steps of one shape, the second with other positions, write the truth."""
+    torch._dynamo.reset()
+    compiled = torch.compile(_compiled_step, fullgraph=True, backend="aot_eager")
+    sw = _replay_workload(161)
+    g = torch.Generator().manual_seed(162)
+    for k in (3, 1):
+        _set_step(sw, k, g)
+        before = sw.kv_cache.clone()
+        b = sw.base
+        got = compiled(b.state_cache, sw.token_to_req, sw.positions, b.block_table, b.rms_norm_weight,
+                       b.cos_sin_cache, sw.kv_slot_mapping, sw.kv_cache, sw.state_slot_mapping, route)
+        judge(sw, got, before, REPLAY_MEANT[k])
