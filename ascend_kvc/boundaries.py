@@ -80,6 +80,22 @@ def _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, end, C: tl
 
 
 @triton.jit
+def search_in_program(positions_ptr, kv_slot_ptr, state_slot_ptr, list_ptr, num_tokens, pid, items_per_output,
+                      C: tl.constexpr, INLINE_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr):
+    """A small step's search inside a gather's own program (``num_tokens <= INLINE_T``): the
+    count, and the list written to ``list_ptr`` by every program that has work (``pid < count *
+    items_per_output``: the same values from each), followed by a barrier so that the program's
+    threads read it back. Saves the search's launch where a step is a handful of tokens."""
+    offs = tl.arange(0, INLINE_T)
+    flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, num_tokens, C, HAS_STATE_SLOTS)
+    rank = tl.cumsum(flag, axis=0)
+    count = tl.sum(flag, axis=0)
+    tl.store(list_ptr + rank - 1, offs, mask=(flag != 0) & (pid < count * items_per_output))
+    tl.debug_barrier()
+    return count
+
+
+@triton.jit
 def _count_boundaries_kernel(
     positions_ptr,  # in, [num_tokens], int64/int32
     kv_slot_ptr,  # in, [num_tokens], int64/int32: < 0 gives no output

@@ -28,21 +28,29 @@ from .compress import _window_compress_kernel
 from .tuning import tiles_for, window_splits, window_steps
 
 
+# Steps of at most this many tokens (decode) are searched inside the kernel, by each program that
+# has work (``boundaries.search_in_program``): one launch a step, as with the indices given.
+STEP_INLINE_TOKENS = 1024
 # A step's grid: at most this many programs per compute unit loop over the counted work items.
 STEP_PROGRAMS_PER_UNIT = 16
-# A step's window pieces are tuned for at most one output per compute unit (a decode step has a
-# few, a prefill chunk one per C tokens), not for its token count; its piece states, one set per
-# token (the outputs' bound), may take at most this many bytes, which caps the pieces.
-STEP_SCRATCH_BYTES = 256 * 2**20
+# A step's tiles and window pieces are tuned for the outputs a step of its token count typically
+# has (one per C tokens: a decode step a few, an official case exactly its own), not for its
+# token count; its piece states, one set per token (the outputs' bound), may take at most this
+# many bytes, which caps the pieces (the official cases keep the pieces their indexed calls take).
+STEP_SCRATCH_BYTES = 2**30
 _PIECE_STATE_BYTES = (3 * HEAD_DIM + 1) * 4
 
 
+def typical_outputs(num_tokens: int, compress_ratio: int) -> int:
+    """The outputs a step of ``num_tokens`` tokens is tuned for: one per C tokens, at least one."""
+    return max(1, min(num_tokens, num_tokens // compress_ratio))
+
+
 def _step_splits(tiles, num_tokens: int, compress_ratio: int, max_cols: int, blocks: int, units: int) -> int:
-    """Window pieces of a step of ``num_tokens`` tokens: ``window_splits`` for the outputs a step
-    typically has (``min(num_tokens, units, num_tokens // C + 1)``), halved until the piece states
-    of ``num_tokens`` outputs fit ``STEP_SCRATCH_BYTES``."""
-    typical = max(1, min(num_tokens, units, num_tokens // compress_ratio + 1))
-    splits = window_splits(tiles, typical, max_cols, blocks, units)
+    """Window pieces of a step of ``num_tokens`` tokens: ``window_splits`` for its
+    ``typical_outputs``, halved until the piece states of ``num_tokens`` outputs fit
+    ``STEP_SCRATCH_BYTES``."""
+    splits = window_splits(tiles, typical_outputs(num_tokens, compress_ratio), max_cols, blocks, units)
     while splits > 1 and num_tokens * splits * _PIECE_STATE_BYTES > STEP_SCRATCH_BYTES:
         splits //= 2
     return splits
@@ -66,7 +74,7 @@ class CompressPlan:
             return
         step = step_state_slots is not None
         units = compute_units(dev.type, dev.index if dev.index is not None else 0)
-        tiles = tiles_for(device_kind(dev), C, min(n, units) if step else n)
+        tiles = tiles_for(device_kind(dev), C, typical_outputs(n, C) if step else n)
         steps = window_steps(tiles, bs)
         max_cols = (C - 1) // bs + 2  # logical blocks a window can touch
         splits = (_step_splits(tiles, n, C, max_cols, steps.blocks, units) if step
@@ -77,6 +85,7 @@ class CompressPlan:
         self.num_outputs = n
         self.step = step
         self.search_launchers: list[tuple[KernelLauncher, bool]] = []  # (launcher, is the list kernel)
+        inline_t = 0  # a step small enough to be searched inside the kernel: its token tile
         if self.step:
             num_tokens = args.token_to_req.shape[0]
             search = plan_search(num_tokens, units)
@@ -87,12 +96,15 @@ class CompressPlan:
             self.scratch_floats = self._counts_at + _aligned(search.programs)
             self._search_scalars = (num_tokens, search.chunk, 0, 1, 0)  # no work split: all outputs unsplit
             count_cx, list_cx = search_constexprs(C, bool(step_state_slots))
-            if search.programs > 1:
-                self.search_launchers.append(
-                    (KernelLauncher(_count_boundaries_kernel, (search.programs,), count_cx, {}), False))
             self._multi_chunk = search.programs > 1
-            self.search_launchers.append(
-                (KernelLauncher(_list_boundaries_kernel, (search.programs,), list_cx, {}), True))
+            if num_tokens <= STEP_INLINE_TOKENS:
+                inline_t = max(16, triton.next_power_of_2(num_tokens))
+            else:
+                if self._multi_chunk:
+                    self.search_launchers.append(
+                        (KernelLauncher(_count_boundaries_kernel, (search.programs,), count_cx, {}), False))
+                self.search_launchers.append(
+                    (KernelLauncher(_list_boundaries_kernel, (search.programs,), list_cx, {}), True))
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         self.scalars = (
             n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], args.kv_cache.shape[0] * SLOTS_PER_PAGE,
@@ -104,7 +116,8 @@ class CompressPlan:
         constexprs = dict(C=C, BLOCK_D=tiles.block_d, ROWS=steps.rows, NB=steps.blocks, CHUNKED=steps.chunked,
                           SPLITS=splits, SPLITS_P2=max(2, triton.next_power_of_2(splits)),
                           EVICT="evict_first" if tiles.evict_first else "", COUNTED=self.step,
-                          **SLOT_LAYOUT_CONSTEXPRS)
+                          INLINE_T=inline_t,
+                          HAS_STATE_SLOTS=bool(step_state_slots), **SLOT_LAYOUT_CONSTEXPRS)
         items = n * splits * (HEAD_DIM // tiles.block_d)
         grid = (min(items, STEP_PROGRAMS_PER_UNIT * units) if self.step else items,)
         self.launcher = KernelLauncher(_window_compress_kernel, grid, constexprs,
@@ -135,11 +148,11 @@ class CompressPlan:
         if pointers is not None and self.launcher.takes_addresses():
             p = pointers  # in this method's argument order; the kernel's order below
             self.launcher.launch_compiled(stream, p[0], p[3], p[1], p[2], p[7], p[4], p[5], p[6], out.data_ptr(),
-                                          part.data_ptr(), arrivals.data_ptr(), *self.scalars, p[3])  # count_ptr: not read
+                                          part.data_ptr(), arrivals.data_ptr(), *self.scalars, p[3], p[3])  # not read
         else:
             self.launcher(stream, state_cache, boundary_token_indices, token_to_req, positions, kv_slot_mapping,
                           block_table, rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars,
-                          boundary_token_indices)  # count_ptr: not read (COUNTED is False)
+                          boundary_token_indices, boundary_token_indices)  # not read (COUNTED is False)
         return out
 
     def _step(self, stream, part, arrivals, state_cache, token_to_req, positions, state_slots, block_table,
@@ -158,7 +171,7 @@ class CompressPlan:
                 else:
                     launcher.launch_compiled(stream, p[2], p[7], p[3], counts, *self._search_scalars[:2])
             self.launcher.launch_compiled(stream, p[0], listing, p[1], p[2], p[7], p[4], p[5], p[6], out.data_ptr(),
-                                          base, arrivals.data_ptr(), *self.scalars, count)
+                                          base, arrivals.data_ptr(), *self.scalars, count, p[3])
             return out
         listing = ints[self._list_at:self._count_at]
         count = ints[self._count_at:self._counts_at]
@@ -170,7 +183,7 @@ class CompressPlan:
             else:
                 launcher(stream, positions, kv_slot_mapping, state_slots, counts, *self._search_scalars[:2])
         self.launcher(stream, state_cache, listing, token_to_req, positions, kv_slot_mapping, block_table,
-                      rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars, count)
+                      rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars, count, state_slots)
         return out
 
 
