@@ -244,7 +244,8 @@ def make_step_workload(
         state_slot_mapping=None if state_slot_mapping is None else idx(state_slot_mapping, torch.int64), name=name)
 
 
-def decode_spans(num_reqs: int, num_boundaries: int, compress_ratio: int, context: int | None = None) -> list[tuple[int, int]]:
+def decode_spans(num_reqs: int, num_boundaries: int, compress_ratio: int,
+                 context: int | None = None) -> list[tuple[int, int]]:
     """One token per request; ``num_boundaries`` of them (spread over the batch) close a window
     (position ``m * C - 1``), the others lie one past a window's end. ``context``: the longest
     request's position bound (default ``2 * C``)."""

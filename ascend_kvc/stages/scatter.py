@@ -64,6 +64,7 @@ def launch(out: torch.Tensor, slot: torch.Tensor, nope: torch.Tensor, y_bf16: to
     n = slot.shape[0]
     grid = (persistent_programs(out.device, n),)
     globals()[spec.kernel][grid](
-        nope.view(torch.uint8), y_bf16.view(torch.uint8), scale.view(torch.uint8), slot, out, n, out.stride(0), slot,  # count_ptr: not read (COUNTED is False)
+        nope.view(torch.uint8), y_bf16.view(torch.uint8), scale.view(torch.uint8), slot, out, n, out.stride(0),
+        slot,  # count_ptr: not read (COUNTED is False)
         **spec.constexprs,
     )
