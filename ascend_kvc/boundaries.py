@@ -181,6 +181,9 @@ def search_constexprs(compress_ratio: int, has_state_slots: bool) -> tuple[dict,
 
 # Where each kernel reads its count in the ``[3]`` int32 count buffer.
 COUNT_TOTAL, COUNT_UNSPLIT, COUNT_SPLIT = 0, 1, 2
-# Outputs per core up to which a step may take the split path (it keeps the split's state slots
-# few: ``stages.plan.step_piece_slots``); more outputs give every core this many whole windows.
-SPLIT_ROUNDS = 8
+# Outputs per core up to which a step may take the split path, which bounds the split's state
+# slots (``stages.plan.step_piece_slots``: about this many per program, 6 KiB each); more outputs
+# give every core this many whole windows. 32 keeps every official case run as a step on the
+# path its indexed call takes (1024 outputs on 40 cores split there, where the piece gather reads
+# wider tiles).
+SPLIT_ROUNDS = 32

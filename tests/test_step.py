@@ -289,8 +289,8 @@ def _pieces_per_program(n: int, split: WorkSplit) -> int:
                for p in range(programs))
 
 
-@pytest.mark.parametrize("max_outputs,C,cores,row_unit", [(4, 128, 40, 8), (40, 512, 40, 8), (256, 128, 40, 8),
-                                                          (300, 256, 48, 4), (7, 128, 3, 1)])
+@pytest.mark.parametrize("max_outputs,C,cores,row_unit", [
+    (4, 128, 40, 8), (40, 512, 40, 8), (256, 128, 40, 8), (1280, 128, 40, 8), (300, 256, 48, 4), (7, 128, 3, 1)])
 def test_step_piece_slots_hold_every_count(max_outputs, C, cores, row_unit):
     """The split of a step is planned for its token count; every smaller count must fit its slots."""
     split = plan_split(max_outputs, C, cores, 8, row_unit, unsplit_row_tile=row_unit // 2 or None)
