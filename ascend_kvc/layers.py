@@ -5,6 +5,8 @@ length and block size) and takes what changes per step (the state cache, the bat
 metadata, the block table, the slot mapping and the KV cache to write). It calls the registered
 op ``torch.ops.ascend_kvc.compress_``, so ``torch.compile(layer, fullgraph=True)`` keeps it in
 one graph, and with ``validate=False`` (the default here) a CUDA graph can capture it.
+``step`` is the once-per-step form (``torch.ops.ascend_kvc.compress_step_``): the engine's token
+metadata in, no boundary indices needed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from .validation import check_flag, check_scalars
 
 
 class CompressorKVWriter(torch.nn.Module):
-    """``forward(...)`` writes one 584-byte slot per boundary token into ``kv_cache`` in place.
+    """``forward(...)`` writes one 584-byte slot per boundary token into ``kv_cache`` in place;
+    ``step(...)`` does the same for one engine step, finding the boundary tokens itself.
 
     Args:
         rms_norm_weight: ``[512]`` bfloat16 (float32 accepted), kept as a buffer.
@@ -66,6 +69,28 @@ class CompressorKVWriter(torch.nn.Module):
             state_cache, token_to_req, positions, boundary_token_indices, block_table,
             self.rms_norm_weight, self.cos_sin_cache, kv_slot_mapping, kv_cache,
             self.block_size, self.compress_ratio, self.rms_norm_eps, self.route, self.validate,
+        )
+        return kv_cache
+
+    def step(
+        self,
+        state_cache: torch.Tensor,            # [num_state_blocks, block_size, 1024] float32/bfloat16
+        token_to_req: torch.Tensor,           # [num_tokens] int32/int64
+        positions: torch.Tensor,              # [num_tokens] int64/int32
+        block_table: torch.Tensor,            # [num_reqs, blocks_per_req] int32/int64
+        kv_slot_mapping: torch.Tensor,        # [num_tokens] int64/int32, < 0: no output
+        kv_cache: torch.Tensor,               # [num_pages, 37376] uint8, written in place
+        state_slot_mapping: torch.Tensor | None = None,  # [num_tokens] int64/int32, < 0: no output
+    ) -> torch.Tensor:
+        """One engine step: every token ``t`` of the step with ``(positions[t] + 1) % C == 0``, a
+        slot ``>= 0`` and (if given) a state slot ``>= 0`` writes its compressed slot
+        (``ascend_kvc.compress_step`` through ``torch.ops.ascend_kvc.compress_step_``). What a
+        model's forward calls with the metadata the engine already has; with ``validate=False`` it
+        finds the boundary tokens on the device, so a graph captured once replays for any step."""
+        torch.ops.ascend_kvc.compress_step_(
+            state_cache, token_to_req, positions, block_table, self.rms_norm_weight, self.cos_sin_cache,
+            kv_slot_mapping, kv_cache, self.block_size, self.compress_ratio, self.rms_norm_eps, state_slot_mapping,
+            self.route, self.validate,
         )
         return kv_cache
 

@@ -21,6 +21,15 @@ probes no device, imports neither Triton nor torch-npu and compiles nothing; the
 kernel is what torch-npu's ``npu`` device dispatches to once torch-npu is loaded (vLLM-Ascend
 registers its ops under the same key). The kernels themselves load their route on first call,
 exactly as the Python function does.
+
+A second op is the serving engine's once-per-step form, ``ascend_kvc.compress_step`` (it finds
+its own boundary tokens on the device; with ``validate=False`` capturable in a graph)::
+
+    ascend_kvc::compress_step_(Tensor state_cache, Tensor token_to_req, Tensor positions,
+                               Tensor block_table, Tensor rms_norm_weight, Tensor cos_sin_cache,
+                               Tensor kv_slot_mapping, Tensor(a!) kv_cache, int block_size,
+                               int compress_ratio, float rms_norm_eps, Tensor? state_slot_mapping,
+                               str route, bool validate) -> ()
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from __future__ import annotations
 import torch
 
 from .api import c128_256_512_compress
+from .step import check_step_metadata, compress_step
 from .validation import check_metadata
 
 NAMESPACE = "ascend_kvc"
@@ -42,6 +52,13 @@ SCHEMA = (
 # CPU (reference route, or the Triton interpreter), CUDA, and Ascend NPUs: torch-npu's "npu"
 # device is PyTorch's PrivateUse1 backend.
 DISPATCH_KEYS = ("CPU", "CUDA", "PrivateUse1")
+STEP_OP_NAME = "compress_step_"
+STEP_QUALNAME = f"{NAMESPACE}::{STEP_OP_NAME}"
+STEP_SCHEMA = (
+    "(Tensor state_cache, Tensor token_to_req, Tensor positions, Tensor block_table, Tensor rms_norm_weight, "
+    "Tensor cos_sin_cache, Tensor kv_slot_mapping, Tensor(a!) kv_cache, int block_size, int compress_ratio, "
+    "float rms_norm_eps, Tensor? state_slot_mapping, str route, bool validate) -> ()"
+)
 
 
 def _compress_kernel(
@@ -79,6 +96,37 @@ def _compress_fake(
     )
 
 
+def _compress_step_kernel(
+    state_cache: torch.Tensor,
+    token_to_req: torch.Tensor,
+    positions: torch.Tensor,
+    block_table: torch.Tensor,
+    rms_norm_weight: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    kv_slot_mapping: torch.Tensor,
+    kv_cache: torch.Tensor,
+    block_size: int,
+    compress_ratio: int,
+    rms_norm_eps: float,
+    state_slot_mapping: torch.Tensor | None,
+    route: str,
+    validate: bool,
+) -> None:
+    compress_step(
+        state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache,
+        block_size=block_size, compress_ratio=compress_ratio, rms_norm_eps=rms_norm_eps,
+        state_slot_mapping=state_slot_mapping, route=route, validate=validate,
+    )
+
+
+def _compress_step_fake(
+    state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache,
+    block_size, compress_ratio, rms_norm_eps, state_slot_mapping, route, validate,
+) -> None:
+    check_step_metadata(state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache,
+                        kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, state_slot_mapping)
+
+
 _LIBRARY: torch.library.Library | None = None
 
 
@@ -87,7 +135,8 @@ def _is_defined() -> bool:
 
 
 def register() -> None:
-    """Define ``ascend_kvc::compress_`` with its kernels and fake kernel; idempotent.
+    """Define ``ascend_kvc::compress_`` and ``ascend_kvc::compress_step_`` with their kernels and
+    fake kernels; idempotent.
 
     An op of that name already in the dispatcher (a second copy of this package imported in the
     same process) is left as it is.
@@ -100,6 +149,10 @@ def register() -> None:
     for key in DISPATCH_KEYS:
         lib.impl(OP_NAME, _compress_kernel, key)
     torch.library.register_fake(QUALNAME, _compress_fake, lib=lib)
+    lib.define(STEP_OP_NAME + STEP_SCHEMA)
+    for key in DISPATCH_KEYS:
+        lib.impl(STEP_OP_NAME, _compress_step_kernel, key)
+    torch.library.register_fake(STEP_QUALNAME, _compress_step_fake, lib=lib)
     _LIBRARY = lib
 
 

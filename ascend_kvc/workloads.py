@@ -149,3 +149,144 @@ def make_workload(
         kv_cache=kv_cache.to(device),
         tags={"shuffle": shuffle, "nonzero_cache": nonzero_cache, "seed": seed},
     )
+
+
+@dataclass
+class StepWorkload:
+    """One engine step (``compress_step``'s arguments): the step's tokens, spans of consecutive
+    positions of a few requests, over the requests' state, block table and cos/sin cache of
+    ``base`` (a ``Workload`` whose requests are long enough to hold every span)."""
+
+    base: Workload
+    token_to_req: torch.Tensor
+    positions: torch.Tensor
+    kv_slot_mapping: torch.Tensor
+    kv_cache: torch.Tensor
+    state_slot_mapping: torch.Tensor | None = None
+    name: str = "step"
+
+    @property
+    def num_tokens(self) -> int:
+        return self.positions.shape[0]
+
+    @property
+    def compress_ratio(self) -> int:
+        return self.base.compress_ratio
+
+    @property
+    def block_size(self) -> int:
+        return self.base.block_size
+
+    def args(self) -> tuple:
+        """Positional arguments of ``compress_step``."""
+        b = self.base
+        return (b.state_cache, self.token_to_req, self.positions, b.block_table, b.rms_norm_weight, b.cos_sin_cache,
+                self.kv_slot_mapping, self.kv_cache)
+
+    def kwargs(self) -> dict:
+        """Keyword arguments of ``compress_step`` (not ``route`` or ``validate``)."""
+        return dict(block_size=self.block_size, compress_ratio=self.compress_ratio, rms_norm_eps=self.base.rms_norm_eps,
+                    state_slot_mapping=self.state_slot_mapping)
+
+    def as_operator(self, boundary_token_indices: torch.Tensor) -> Workload:
+        """The same step as ``c128_256_512_compress``'s arguments, with the boundary tokens given."""
+        b = self.base
+        return Workload(
+            num_reqs=b.num_reqs, total_tokens=self.num_tokens, compress_ratio=b.compress_ratio, block_size=b.block_size,
+            state_cache=b.state_cache, token_to_req=self.token_to_req, positions=self.positions,
+            boundary_token_indices=boundary_token_indices, block_table=b.block_table, rms_norm_weight=b.rms_norm_weight,
+            cos_sin_cache=b.cos_sin_cache, kv_slot_mapping=self.kv_slot_mapping, kv_cache=self.kv_cache,
+            rms_norm_eps=b.rms_norm_eps, tags=dict(b.tags, step=self.name))
+
+
+def make_step_workload(
+    spans: list[tuple[int, int]],
+    compress_ratio: int,
+    *,
+    block_size: int = OFFICIAL_BLOCK_SIZE,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    skip_fraction: float = 0.0,
+    state_slots: bool = False,
+    state_dtype: torch.dtype = torch.float32,
+    index_dtype: torch.dtype | None = None,
+    name: str = "step",
+) -> StepWorkload:
+    """A step with ``spans[r] = (first position, tokens)`` of request ``r``, requests' tokens one
+    after another. Every token has its own kv slot (non-boundary tokens too: the boundary test is
+    what must leave them out), a random non-zero cache; ``skip_fraction`` of the tokens get slot
+    -1 (and, with ``state_slots``, as many others state slot -1)."""
+    num_reqs = len(spans)
+    C = compress_ratio
+    L = max(first + count for first, count in spans)
+    base = make_workload(num_reqs, num_reqs * L, C, block_size=block_size, shuffle=True, nonzero_cache=False,
+                         seed=seed, device=device, state_dtype=state_dtype)
+    g = torch.Generator().manual_seed(seed + 17)
+    token_to_req = torch.cat([torch.full((count,), r, dtype=torch.int64) for r, (_, count) in enumerate(spans)])
+    positions = torch.cat([torch.arange(first, first + count) for first, count in spans])
+    T = positions.numel()
+    num_pages = T // SLOTS_PER_PAGE + 2
+    kv_slot_mapping = torch.randperm(num_pages * SLOTS_PER_PAGE, generator=g)[:T]
+    kv_slot_mapping[torch.rand(T, generator=g) < skip_fraction] = -1
+    state_slot_mapping = None
+    if state_slots:
+        state_slot_mapping = torch.randperm(max(T, 1) * 2, generator=g)[:T]
+        state_slot_mapping[torch.rand(T, generator=g) < skip_fraction] = -1
+    kv_cache = torch.randint(0, 256, (num_pages, PAGE_BYTES), dtype=torch.uint8, generator=g)
+    device = torch.device(device)
+
+    def idx(t: torch.Tensor, default: torch.dtype) -> torch.Tensor:
+        return t.to(index_dtype or default).to(device)
+
+    return StepWorkload(
+        base=base, token_to_req=idx(token_to_req, torch.int32), positions=idx(positions, torch.int64),
+        kv_slot_mapping=idx(kv_slot_mapping, torch.int64), kv_cache=kv_cache.to(device),
+        state_slot_mapping=None if state_slot_mapping is None else idx(state_slot_mapping, torch.int64), name=name)
+
+
+def decode_spans(num_reqs: int, num_boundaries: int, compress_ratio: int,
+                 context: int | None = None) -> list[tuple[int, int]]:
+    """One token per request; ``num_boundaries`` of them (spread over the batch) close a window
+    (position ``m * C - 1``), the others lie one past a window's end. ``context``: the longest
+    request's position bound (default ``2 * C``)."""
+    if not 0 <= num_boundaries <= num_reqs:
+        raise ValueError(f"num_boundaries must be in [0, num_reqs={num_reqs}], got {num_boundaries}")
+    C = compress_ratio
+    windows = max(1, (context or 2 * C) // C)
+    closing = {(k * num_reqs) // max(num_boundaries, 1) for k in range(num_boundaries)}
+    spans = []
+    for r in range(num_reqs):
+        m = 1 + r % windows
+        spans.append((m * C - 1 if r in closing else m * C, 1))
+    return spans
+
+
+def official_step(num_reqs: int, total_tokens: int, compress_ratio: int, **kw) -> tuple[StepWorkload, Workload]:
+    """An official case run as one step (every token of every request, slots as the case has them):
+    ``(step, the official workload)``; the step's boundary tokens are the case's."""
+    w = make_workload(num_reqs, total_tokens, compress_ratio, **kw)
+    step = StepWorkload(base=w, token_to_req=w.token_to_req, positions=w.positions,
+                        kv_slot_mapping=w.kv_slot_mapping, kv_cache=w.kv_cache, name=w.name)
+    return step, w
+
+
+# Engine-shaped steps (``bench.steps``): decode batches of one token a request with 0, 1 and 8
+# boundary tokens among them, a prefill chunk with decode tokens, and the official cases.
+DECODE_STEPS: tuple[tuple[int, int], ...] = ((1, 0), (1, 1), (64, 0), (64, 1), (64, 8), (256, 0), (256, 1), (256, 8))
+SMALL_DECODE_STEPS: tuple[tuple[int, int], ...] = ((1, 0), (1, 1), (4, 1))
+PREFILL_CHUNK, MIXED_DECODE_TOKENS = 8192, 64
+
+
+def decode_step(num_reqs: int, num_boundaries: int, compress_ratio: int, **kw) -> StepWorkload:
+    """``num_reqs`` requests of one token each, ``num_boundaries`` of which close a window."""
+    return make_step_workload(decode_spans(num_reqs, num_boundaries, compress_ratio), compress_ratio,
+                              name=f"decode-R{num_reqs}-B{num_boundaries}-C{compress_ratio}", **kw)
+
+
+def mixed_step(compress_ratio: int, prefill_tokens: int = PREFILL_CHUNK, decode_tokens: int = MIXED_DECODE_TOKENS,
+               decode_boundaries: int = 1, **kw) -> StepWorkload:
+    """A prefill chunk (positions ``0..prefill_tokens - 1`` of one request) and ``decode_tokens``
+    decode requests of one token, ``decode_boundaries`` of them closing a window."""
+    spans = [(0, prefill_tokens), *decode_spans(decode_tokens, decode_boundaries, compress_ratio)]
+    return make_step_workload(spans, compress_ratio,
+                              name=f"mixed-P{prefill_tokens}+D{decode_tokens}-C{compress_ratio}", **kw)

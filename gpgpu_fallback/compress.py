@@ -13,6 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ascend_kvc.boundaries import counted_outputs, search_in_program
 from ascend_kvc.triton_helpers import resolve_output
 
 from .finalize import merge_and_store
@@ -32,16 +33,64 @@ def _window_compress_kernel(
     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
     cols_per_split,
     state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
+    count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED and no INLINE_T)
+    state_slot_ptr,  # in, [num_tokens], int64/int32: a step's state slots (read with INLINE_T, HAS_STATE_SLOTS)
+    C: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, NB: tl.constexpr, CHUNKED: tl.constexpr,
+    SPLITS: tl.constexpr, SPLITS_P2: tl.constexpr, EVICT: tl.constexpr,
+    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
+    SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr, COUNTED: tl.constexpr,
+    INLINE_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr,
+):
+    """One work item ``(output, window piece, head-dim tile)`` a program; with ``COUNTED`` (a step,
+    whose output count is on the device) a grid-stride loop over the ``count * SPLITS * D_TILES``
+    items of the counted outputs, on a grid planned from the step's token count. The count and the
+    list (``boundary_ptr``) come from the search kernels, or with ``INLINE_T`` (a step of at most
+    that many tokens) from each program's own search (``boundaries.search_in_program``)."""
+    D_TILES: tl.constexpr = 512 // BLOCK_D
+    pid = tl.program_id(0)
+    if COUNTED:
+        if INLINE_T > 0:
+            n = search_in_program(positions_ptr, slot_mapping_ptr, state_slot_ptr, boundary_ptr, num_tokens, pid,
+                                  SPLITS * D_TILES, C, INLINE_T, HAS_STATE_SLOTS)
+            n = tl.minimum(n, num_outputs)
+        else:
+            n = counted_outputs(count_ptr, num_outputs, True)
+        items = n * (SPLITS * D_TILES)
+        for work in range(pid, items, tl.num_programs(0)):
+            _compress_work_item(
+                work, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+                weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
+                num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+                cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
+                C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
+                NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)
+    else:
+        _compress_work_item(
+            pid, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+            weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
+            num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+            cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
+            C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
+            NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)
+
+
+@triton.jit
+def _compress_work_item(
+    work, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+    weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
+    num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+    cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
     C: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, NB: tl.constexpr, CHUNKED: tl.constexpr,
     SPLITS: tl.constexpr, SPLITS_P2: tl.constexpr, EVICT: tl.constexpr,
     NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
     SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
 ):
+    """Work item ``work`` = ``(output, window piece, head-dim tile)``: gather the piece, leave its
+    state, count the arrival; the last of the output's items merges and stores the slot."""
     D_TILES: tl.constexpr = 512 // BLOCK_D
-    pid = tl.program_id(0)
-    d_tile = pid % D_TILES
-    piece = (pid // D_TILES) % SPLITS
-    i = pid // (D_TILES * SPLITS)
+    d_tile = work % D_TILES
+    piece = (work // D_TILES) % SPLITS
+    i = work // (D_TILES * SPLITS)
     dims = d_tile * BLOCK_D + tl.arange(0, BLOCK_D)
 
     ok, req, pos, slot = resolve_output(

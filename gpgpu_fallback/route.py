@@ -8,6 +8,12 @@ of 65535, and the plan switches only CUDA devices; the Ascend ladder is the NPU 
 ``CompressPlan`` does every host-side computation of a call once per argument signature (tiles,
 window pieces, grid, scalar arguments, the compiled kernel); ``ascend_kvc.api`` caches plans so
 that a repeat call only reads the current stream, finds its scratch and launches.
+
+A step plan (``ascend_kvc.compress_step``, ``step_state_slots`` not ``None``) first runs the
+boundary search of ``ascend_kvc.boundaries`` into the same scratch, then the kernel in its counted
+form: a grid-stride loop over the work items of the outputs the search counted. Scratch is sized
+for the step's token count (the outputs' upper bound); tiles and window pieces are tuned for the
+outputs a step typically has (``_step_splits``).
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from __future__ import annotations
 import torch
 import triton
 
+from ascend_kvc.boundaries import plan_search, search_constexprs
+from ascend_kvc.boundaries import _count_boundaries_kernel, _list_boundaries_kernel
 from ascend_kvc.device import compute_units, device_kind
 from ascend_kvc.launch import KernelLauncher, stream_scratch, stream_state
 from ascend_kvc.layout import HEAD_DIM, SLOTS_PER_PAGE
@@ -24,10 +32,43 @@ from .compress import _window_compress_kernel
 from .tuning import tiles_for, window_splits, window_steps
 
 
+# Steps of at most this many tokens (decode) are searched inside the kernel, by each program that
+# has work (``boundaries.search_in_program``): one launch a step, as with the indices given.
+STEP_INLINE_TOKENS = 1024
+# A step's grid: at most this many programs per compute unit loop over the counted work items.
+STEP_PROGRAMS_PER_UNIT = 16
+# A step's tiles and window pieces are tuned for the outputs a step of its token count typically
+# has (one per C tokens: a decode step a few, an official case exactly its own), not for its
+# token count; its piece states, one set per token (the outputs' bound), may take at most this
+# many bytes, which caps the pieces (the official cases keep the pieces their indexed calls take).
+STEP_SCRATCH_BYTES = 2**30
+_PIECE_STATE_BYTES = (3 * HEAD_DIM + 1) * 4
+
+
+def typical_outputs(num_tokens: int, compress_ratio: int) -> int:
+    """The outputs a step of ``num_tokens`` tokens is tuned for: one per C tokens, at least one."""
+    return max(1, min(num_tokens, num_tokens // compress_ratio))
+
+
+def _step_splits(tiles, num_tokens: int, compress_ratio: int, max_cols: int, blocks: int, units: int) -> int:
+    """Window pieces of a step of ``num_tokens`` tokens: ``window_splits`` for its
+    ``typical_outputs``, halved until the piece states of ``num_tokens`` outputs fit
+    ``STEP_SCRATCH_BYTES``."""
+    splits = window_splits(tiles, typical_outputs(num_tokens, compress_ratio), max_cols, blocks, units)
+    while splits > 1 and num_tokens * splits * _PIECE_STATE_BYTES > STEP_SCRATCH_BYTES:
+        splits //= 2
+    return splits
+_ALIGN_FLOATS = 16  # between scratch regions: every region keeps Triton's 16-byte pointer specialisation
+
+
+def _aligned(floats: int) -> int:
+    return -(-floats // _ALIGN_FLOATS) * _ALIGN_FLOATS
+
+
 class CompressPlan:
     """The launch of one argument signature (shapes, dtypes, strides, device, scalars)."""
 
-    def __init__(self, args, out: torch.Tensor | None):
+    def __init__(self, args, out: torch.Tensor | None, step_state_slots: bool | None = None):
         dev = args.device
         n, C, bs = args.num_outputs, args.compress_ratio, args.block_size
         self.device = dev
@@ -35,15 +76,39 @@ class CompressPlan:
         self.nothing_to_do = n == 0 or args.nothing_to_read
         if self.nothing_to_do:
             return
-        tiles = tiles_for(device_kind(dev), C, n)
+        step = step_state_slots is not None
+        units = compute_units(dev.type, dev.index if dev.index is not None else 0)
+        tiles = tiles_for(device_kind(dev), C, typical_outputs(n, C) if step else n)
         steps = window_steps(tiles, bs)
         max_cols = (C - 1) // bs + 2  # logical blocks a window can touch
-        units = compute_units(dev.type, dev.index if dev.index is not None else 0)
-        splits = window_splits(tiles, n, max_cols, steps.blocks, units)
+        splits = (_step_splits(tiles, n, C, max_cols, steps.blocks, units) if step
+                  else window_splits(tiles, n, max_cols, steps.blocks, units))
         cols_per_split = triton.cdiv(triton.cdiv(max_cols, splits), steps.blocks) * steps.blocks
         self.splits = splits
         self.scratch_floats = n * splits * (3 * HEAD_DIM + 1)
         self.num_outputs = n
+        self.step = step
+        self.search_launchers: list[tuple[KernelLauncher, bool]] = []  # (launcher, is the list kernel)
+        inline_t = 0  # a step small enough to be searched inside the kernel: its token tile
+        if self.step:
+            num_tokens = args.token_to_req.shape[0]
+            search = plan_search(num_tokens, units)
+            # int32 regions after the piece states: the boundary list, its count, the chunk counts
+            self._list_at = _aligned(self.scratch_floats)
+            self._count_at = self._list_at + _aligned(num_tokens)
+            self._counts_at = self._count_at + _ALIGN_FLOATS  # the count: [total, unsplit, split]
+            self.scratch_floats = self._counts_at + _aligned(search.programs)
+            self._search_scalars = (num_tokens, search.chunk, 0, 1, 0)  # no work split: all outputs unsplit
+            count_cx, list_cx = search_constexprs(C, bool(step_state_slots))
+            self._multi_chunk = search.programs > 1
+            if num_tokens <= STEP_INLINE_TOKENS:
+                inline_t = max(16, triton.next_power_of_2(num_tokens))
+            else:
+                if self._multi_chunk:
+                    self.search_launchers.append(
+                        (KernelLauncher(_count_boundaries_kernel, (search.programs,), count_cx, {}), False))
+                self.search_launchers.append(
+                    (KernelLauncher(_list_boundaries_kernel, (search.programs,), list_cx, {}), True))
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         self.scalars = (
             n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], args.kv_cache.shape[0] * SLOTS_PER_PAGE,
@@ -54,8 +119,11 @@ class CompressPlan:
         )
         constexprs = dict(C=C, BLOCK_D=tiles.block_d, ROWS=steps.rows, NB=steps.blocks, CHUNKED=steps.chunked,
                           SPLITS=splits, SPLITS_P2=max(2, triton.next_power_of_2(splits)),
-                          EVICT="evict_first" if tiles.evict_first else "", **SLOT_LAYOUT_CONSTEXPRS)
-        grid = (n * splits * (HEAD_DIM // tiles.block_d),)
+                          EVICT="evict_first" if tiles.evict_first else "", COUNTED=self.step,
+                          INLINE_T=inline_t,
+                          HAS_STATE_SLOTS=bool(step_state_slots), **SLOT_LAYOUT_CONSTEXPRS)
+        items = n * splits * (HEAD_DIM // tiles.block_d)
+        grid = (min(items, STEP_PROGRAMS_PER_UNIT * units) if self.step else items,)
         self.launcher = KernelLauncher(_window_compress_kernel, grid, constexprs,
                                        dict(num_warps=tiles.warps, num_stages=tiles.stages))
 
@@ -78,19 +146,60 @@ class CompressPlan:
                             rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers)
         stream, key, capturing = stream_state(self.device)
         part, arrivals = stream_scratch(self.device, key, self.scratch_floats, self.num_outputs, capturing)
+        if self.step:
+            return self._step(stream, part, arrivals, state_cache, token_to_req, positions, boundary_token_indices,
+                              block_table, rms_norm_weight, cos_sin_cache, kv_slot_mapping, out, pointers)
         if pointers is not None and self.launcher.takes_addresses():
             p = pointers  # in this method's argument order; the kernel's order below
             self.launcher.launch_compiled(stream, p[0], p[3], p[1], p[2], p[7], p[4], p[5], p[6], out.data_ptr(),
-                                          part.data_ptr(), arrivals.data_ptr(), *self.scalars)
+                                          part.data_ptr(), arrivals.data_ptr(), *self.scalars, p[3], p[3])  # not read
         else:
             self.launcher(stream, state_cache, boundary_token_indices, token_to_req, positions, kv_slot_mapping,
-                          block_table, rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars)
+                          block_table, rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars,
+                          boundary_token_indices, boundary_token_indices)  # not read (COUNTED is False)
+        return out
+
+    def _step(self, stream, part, arrivals, state_cache, token_to_req, positions, state_slots, block_table,
+              rms_norm_weight, cos_sin_cache, kv_slot_mapping, out, pointers):
+        """The boundary search, then the counted kernel; ``state_slots`` holds the state slot
+        mapping (the kv slot mapping when the engine has none)."""
+        ints = part.view(torch.int32)
+        if pointers is not None and self.launcher.takes_addresses() and all(
+                launcher.takes_addresses() for launcher, _ in self.search_launchers):
+            p, base = pointers, part.data_ptr()
+            listing, count, counts = (base + 4 * at for at in (self._list_at, self._count_at, self._counts_at))
+            for launcher, is_list in self.search_launchers:
+                if is_list:
+                    launcher.launch_compiled(stream, p[2], p[7], p[3], counts if self._multi_chunk else listing,
+                                             listing, count, *self._search_scalars)
+                else:
+                    launcher.launch_compiled(stream, p[2], p[7], p[3], counts, *self._search_scalars[:2])
+            self.launcher.launch_compiled(stream, p[0], listing, p[1], p[2], p[7], p[4], p[5], p[6], out.data_ptr(),
+                                          base, arrivals.data_ptr(), *self.scalars, count, p[3])
+            return out
+        listing = ints[self._list_at:self._count_at]
+        count = ints[self._count_at:self._counts_at]
+        counts = ints[self._counts_at:]
+        for launcher, is_list in self.search_launchers:
+            if is_list:
+                launcher(stream, positions, kv_slot_mapping, state_slots, counts if self._multi_chunk else listing,
+                         listing, count, *self._search_scalars)
+            else:
+                launcher(stream, positions, kv_slot_mapping, state_slots, counts, *self._search_scalars[:2])
+        self.launcher(stream, state_cache, listing, token_to_req, positions, kv_slot_mapping, block_table,
+                      rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars, count, state_slots)
         return out
 
 
 def launch_plan(args, out: torch.Tensor | None, route_name: str = "gpgpu") -> CompressPlan:
     """A reusable plan for ``args``' signature; ``out`` as given to the operator."""
     return CompressPlan(args, out)
+
+
+def step_plan(args, out: torch.Tensor, route_name: str, state_slots: bool) -> CompressPlan:
+    """A reusable plan for a step of ``args``' signature (``ascend_kvc.compress_step``); ``args``'
+    ``boundary_token_indices`` stands for the step's tokens (its length is their count)."""
+    return CompressPlan(args, out, step_state_slots=state_slots)
 
 
 def run(args, route_name: str, plan, out: torch.Tensor) -> None:

@@ -121,6 +121,34 @@ def _state_pointer(state_dtype: torch.dtype) -> str:
     return _TRITON_DTYPES[state_dtype]
 
 
+# What a step's planned rungs launch differently (``counted``): the boundary list as their
+# ``boundary_token_indices`` (int32) and its count, read on the device.
+_COUNT_POINTER = {"count_ptr": "*i32"}
+_LIST_POINTER = {"boundary_ptr": "*i32"}
+
+
+def _counted(spec: KernelSpec, counted: bool) -> KernelSpec:
+    """``spec`` with its ``COUNTED`` flag and the pointer types of a step where ``counted``."""
+    pointers = {**spec.pointer_dtypes, **_COUNT_POINTER}
+    if counted and "boundary_ptr" in pointers:
+        pointers.update(_LIST_POINTER)
+    return replace(spec, constexprs={**spec.constexprs, "COUNTED": counted}, pointer_dtypes=pointers)
+
+
+def _search_specs(compress_ratio: int, state_slots: bool) -> list[KernelSpec]:
+    """The boundary search of a step (``ascend_kvc.boundaries``): the per-chunk count (launched
+    only when the search has more than one program), then the list."""
+    from ..boundaries import search_constexprs
+
+    count, listing = search_constexprs(compress_ratio, state_slots)
+    tokens = {"positions_ptr": "*i64", "kv_slot_ptr": "*i64", "state_slot_ptr": "*i64"}
+    return [
+        KernelSpec("ascend_kvc.boundaries", "_count_boundaries_kernel", count, {**tokens, "counts_ptr": "*i32"}),
+        KernelSpec("ascend_kvc.boundaries", "_list_boundaries_kernel", listing,
+                   {**tokens, "counts_ptr": "*i32", "list_ptr": "*i32", "count_ptr": "*i32"}),
+    ]
+
+
 def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) -> KernelSpec:
     kind, block_d, unmasked_middle, normalised, _ = _LADDER[stage]
     state = _state_pointer(state_dtype)
@@ -232,7 +260,7 @@ def _with_volatile_rows(spec: KernelSpec) -> KernelSpec:
 
 def kernel_specializations(
     stage: str, block_size: int, compress_ratio: int, state_dtype: torch.dtype, split: bool = False,
-    device_type: str = "npu",
+    device_type: str = "npu", step: bool = False, state_slots: bool = True,
 ) -> list[KernelSpec]:
     """The Triton kernels ``ascend:<stage>`` launches for this input, in launch order.
 
@@ -242,10 +270,17 @@ def kernel_specializations(
     the lowering audit checks; on ``"cuda"`` the planned rungs' window loops read state rows with
     volatile loads (``VOLATILE_ROWS_ON_CUDA``).
 
+    ``step``: the kernels of ``ascend_kvc.compress_step`` (planned rungs only): the boundary
+    search of ``ascend_kvc.boundaries`` first (its count kernel launched only when the search has
+    more than one program; ``state_slots``: the engine passes a state slot mapping), then the
+    rung's kernels reading the device list and their count (``COUNTED``). With ``split`` both the
+    split kernels and the unsplit gather: the search decides on the device which of them take the
+    step's outputs (the plan leaves the unsplit gather out when every count it allows splits).
+
     Pointer types are those of the official dtypes (int32 block table and request ids, int64
     positions, boundaries and slots, bf16 norm weight, fp32 cos/sin, uint8 cache) with the state
-    in ``state_dtype``. The launchers take their constexprs from this list, so it is exactly what
-    runs.
+    in ``state_dtype``; a step's boundary list and count are int32. The launchers take their
+    constexprs from this list, so it is exactly what runs.
     """
     if stage not in _LADDER:
         raise ValueError(f"stage must be one of {ASCEND_STAGES}, got {stage!r}")
@@ -254,8 +289,12 @@ def kernel_specializations(
     writer = _LADDER[stage][4]
     if split and stage not in ASCEND_PLANNED_STAGES:
         raise ValueError(f"stage {stage!r} does not split windows; only {ASCEND_PLANNED_STAGES} do")
+    if step and stage not in ASCEND_PLANNED_STAGES:
+        raise ValueError(f"stage {stage!r} has no sync-free step; only {ASCEND_PLANNED_STAGES} do")
     if split:
         specs = _split_specs(stage, block_size, compress_ratio, state_dtype)
+        if step:  # the device picks the split or the unsplit gather by the step's count
+            specs.append(_gather_spec(stage, block_size, compress_ratio, state_dtype))
     else:
         specs = [_gather_spec(stage, block_size, compress_ratio, state_dtype)]
     if device_type == "cuda" and stage in ASCEND_PLANNED_STAGES:
@@ -264,7 +303,16 @@ def kernel_specializations(
         specs.append(_quantize_spec())
     if writer in ("triton", "quantize"):
         specs.append(_scatter_spec())
+    specs = [_counted(spec, step) if spec.kernel in _COUNTED_KERNELS else spec for spec in specs]
+    if step:
+        specs = _search_specs(compress_ratio, state_slots) + specs
     return specs
+
+
+# The kernels that take a device count (``count_ptr``, ``COUNTED``).
+_COUNTED_KERNELS = frozenset((
+    "_fused_compress_kernel", "_gather_to_bf16_kernel", "_quantize_bf16_kernel", "_byte_scatter_kernel",
+    "_window_piece_kernel", "_merge_to_slot_kernel", "_merge_to_bf16_kernel"))
 
 
 @functools.lru_cache(maxsize=None)
@@ -286,6 +334,19 @@ def launch_plan(args, out, route_name: str):
     from .plan import AscendPlan
 
     return AscendPlan(args, out, stage)
+
+
+def step_plan(args, out, route_name: str, state_slots: bool):
+    """A reusable plan for a step of ``args``' signature (``ascend_kvc.compress_step``) on a
+    planned rung (``ASCEND_PLANNED_STAGES``); ``args``' ``boundary_token_indices`` stands for the
+    step's tokens (its length is their count). ``None`` for the other rungs, which have no
+    sync-free step."""
+    stage = stage_of(route_name)
+    if stage not in ASCEND_PLANNED_STAGES:
+        return None
+    from .plan import AscendPlan
+
+    return AscendPlan(args, out, stage, step_state_slots=state_slots)
 
 
 def run(args, route_name: str, plan, out) -> None:

@@ -21,6 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..boundaries import counted_outputs
 from ..slot_bytes import inverse_rms, rope_row, rotated_pair_bits
 from ..triton_helpers import bf16_rne_bits, launch_index_kernel, online_softmax_update, resolve_output
 
@@ -292,8 +293,9 @@ def _gather_to_bf16_kernel(
     eps,
     cos_sin_ptr,  # in, [max_pos, 64], float32
     cs_s0, cs_s1,
+    count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
-    VOLATILE_ROWS: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr, COUNTED: tl.constexpr,
 ):
     """The default's gather (``triton-quant``): one program pools one whole output at a time
     (``pool_window`` with unmasked middle blocks, the loop of ``fused``) and writes its bf16 row
@@ -309,7 +311,7 @@ def _gather_to_bf16_kernel(
     different schedule); now 1.01-1.03x (bench/RESULTS.md, seventh round)."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
-    for i in range(pid, num_outputs, num_programs):
+    for i in range(pid, counted_outputs(count_ptr, num_outputs, COUNTED), num_programs):
         ok, pos, slot, m, l, acc, n_bad = pool_output(
             i, 0, C - 1, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
             num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,

@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from ..device import persistent_programs
+from ..boundaries import counted_outputs
 from ..layout import SLOTS_PER_PAGE
 from ..slot_bytes import store_pooled_slot_bytes
 from .block_gather import pool_output
@@ -34,13 +35,14 @@ def _fused_compress_kernel(
     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
     state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0,
     eps,
+    count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
     VOLATILE_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr,
-    SCALE_REGION: tl.constexpr, SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
+    SCALE_REGION: tl.constexpr, SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr, COUNTED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
-    for i in range(pid, num_outputs, num_programs):
+    for i in range(pid, counted_outputs(count_ptr, num_outputs, COUNTED), num_programs):
         ok, pos, slot, m, l, acc, n_bad = pool_output(
             i, 0, C - 1, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
             num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
@@ -61,6 +63,6 @@ def launch(args, out, spec) -> None:
         n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], out.shape[0] * SLOTS_PER_PAGE,
         cs.shape[0], args.block_size,
         st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1), cs.stride(0), cs.stride(1),
-        out.stride(0), args.rms_norm_eps,
+        out.stride(0), args.rms_norm_eps, args.boundary_token_indices,  # count_ptr: not read (COUNTED is False)
         **spec.constexprs,
     )

@@ -14,6 +14,14 @@ Launches a call (no host sync, no framework op, no data-dependent allocation):
 |---|---|---|
 | ``triton-quant`` | gather (bf16 out), quantise, scatter | piece gather, merge (bf16 out), quantise, scatter |
 | ``fused`` | fused | piece gather, merge (slot bytes) |
+
+A *step* plan (``ascend_kvc.compress_step``, ``step_state_slots`` not ``None``) runs the same
+kernels after the boundary search of ``ascend_kvc.boundaries`` (one launch, two for a search of
+more than one program), with the search's int32 list as ``boundary_token_indices`` and its count
+read on the device (``COUNTED``). Everything sized by the outputs is sized by the step's token
+count, their upper bound: the grids, the scratch, the work split (``step_piece_slots``). The
+tensors a step plan takes are the operator's, with the state slot mapping in the place of
+``boundary_token_indices`` (the kv slot mapping there when the engine has none).
 """
 
 from __future__ import annotations
@@ -26,9 +34,10 @@ import torch
 
 from ..device import ascend_programs, programs_own_cores, split_rule, vector_cores_override
 from ..launch import KernelLauncher, stream_scratch, stream_state
+from ..boundaries import COUNT_SPLIT, COUNT_TOTAL, COUNT_UNSPLIT, SPLIT_ROUNDS
 from ..layout import HEAD_DIM, NOPE_DIM, NOPE_GROUPS, SLOTS_PER_PAGE
 from .split_window import STATE_FLOATS
-from .work_split import MIN_PIECE_ROWS, plan_split
+from .work_split import MIN_PIECE_ROWS, WorkSplit, plan_split
 
 # Fewest window rows a program of a split reads on a GPU, where four programs share an SM: pieces
 # of one 8-row block (16-33 a window) measured 9-15% slower on an H200 than pieces of 32 rows or
@@ -47,16 +56,53 @@ class _In:
 
 @dataclass(frozen=True)
 class _Scratch:
-    """A launch argument that is a scratch buffer, seen as ``dtype``."""
+    """A launch argument that is a scratch buffer, seen as ``dtype``, from ``offset`` bytes in."""
 
     name: str
     dtype: torch.dtype
+    offset: int = 0
 
 
 _OUT = object()  # the launch argument that is the cache written
 # The call's tensors, in the operator's argument order.
 STATE, TOKEN_TO_REQ, POSITIONS, BOUNDARY, BLOCK_TABLE, WEIGHT, COS_SIN, SLOT_MAPPING = (_In(k) for k in range(8))
-_INDEX_ARGS = (BOUNDARY, TOKEN_TO_REQ, POSITIONS, SLOT_MAPPING)  # the kernels' index pointer order
+STATE_SLOTS = BOUNDARY  # a step plan's tensor in that place: the state slot mapping
+_LIST, _COUNT, _COUNTS = _Scratch("list", torch.int32), _Scratch("count", torch.int32), _Scratch("counts", torch.int32)
+# The count each kernel of a step loops to (``boundaries``: total, the unsplit part, the split part).
+_STEP_COUNTS = {
+    "_window_piece_kernel": COUNT_SPLIT, "_merge_to_slot_kernel": COUNT_SPLIT, "_merge_to_bf16_kernel": COUNT_SPLIT,
+    "_gather_to_bf16_kernel": COUNT_UNSPLIT, "_fused_compress_kernel": COUNT_UNSPLIT,
+    "_quantize_bf16_kernel": COUNT_TOTAL, "_byte_scatter_kernel": COUNT_TOTAL,
+}
+_UNSPLIT_GATHERS = ("_gather_to_bf16_kernel", "_fused_compress_kernel")
+
+
+def _step_split(max_outputs: int, C: int, cores: int, min_rows: int, block_size: int,
+                wider_tiles_split: bool) -> tuple[WorkSplit, int, bool]:
+    """``(split, split_max, split_always)`` of a step of at most ``max_outputs`` outputs (its token
+    count): the split kernels' plan for ``split_max`` outputs (``min(max_outputs, SPLIT_ROUNDS *
+    cores)``; 0 on one core, where nothing splits), and whether every count up to it splits
+    (``plan_split``'s wider-tile rule) or only those that would leave cores idle (its occupancy
+    rule). The device applies the rule to the count (``boundaries.split_counts``)."""
+    from . import piece_row_tile, unsplit_row_tile
+
+    split_max = min(max_outputs, SPLIT_ROUNDS * cores) if cores > 1 else 0
+    if not split_max:
+        return WorkSplit(max_outputs, C, cores, max(1, min(cores, max_outputs)), False), 0, False
+    unit = piece_row_tile(block_size)
+    always = wider_tiles_split and unit > unsplit_row_tile(block_size)
+    programs = min(cores, max(1, split_max * C // max(min_rows, unit)))
+    return WorkSplit(split_max, C, cores, programs, True, unit), split_max, always
+
+
+def step_piece_slots(split: WorkSplit, max_outputs: int) -> int:
+    """State slots per program that any count of outputs up to ``max_outputs`` needs, with the
+    split's programs and row unit (the runs of ``split_window`` on ``active_programs``): a run of
+    ``u`` units touches at most ``(u - 1) // W + 2`` windows of ``W`` units, and with ``n`` outputs
+    ``u <= ceil(n W / min(P, n W))``, which is 1 when ``n W <= P`` and grows with ``n``."""
+    W = split.compress_ratio // split.row_unit
+    units = -(-max_outputs * W // split.programs)
+    return max(1, min(max_outputs, (units - 1) // W + 2))
 
 
 def _picker(indices: list[int]):
@@ -71,8 +117,9 @@ def _picker(indices: list[int]):
 class AscendPlan:
     """The launches of ``ascend:<stage>`` for one argument signature."""
 
-    def __init__(self, args, out: torch.Tensor | None, stage: str):
+    def __init__(self, args, out: torch.Tensor | None, stage: str, step_state_slots: bool | None = None):
         from . import kernel_specializations, piece_row_tile, unsplit_row_tile
+        from ..boundaries import plan_search
 
         dev = args.device
         n, C, bs = args.num_outputs, args.compress_ratio, args.block_size
@@ -91,44 +138,76 @@ class AscendPlan:
             return
         min_rows = GPU_MIN_PIECE_ROWS if dev.type == "cuda" and vector_cores_override() is None else MIN_PIECE_ROWS
         wider_tiles_split = split_rule() == "auto" and programs_own_cores(dev)  # the rule checked on every device
-        self.split = plan_split(n, C, ascend_programs(dev), min_rows, piece_row_tile(bs),
-                                unsplit_row_tile(bs) if wider_tiles_split else None)
+        step = step_state_slots is not None
+        cores = ascend_programs(dev)
+        search = plan_search(args.token_to_req.shape[0], cores) if step else None
+        if step:
+            self.split, self.split_max, split_always = _step_split(n, C, cores, min_rows, bs, wider_tiles_split)
+        else:
+            self.split = plan_split(n, C, cores, min_rows, piece_row_tile(bs),
+                                    unsplit_row_tile(bs) if wider_tiles_split else None)
         specs = kernel_specializations(stage, bs, C, args.state_cache.dtype, split=self.split.split,
-                                       device_type=dev.type)
+                                       device_type=dev.type, step=step, state_slots=bool(step_state_slots))
+        if search is not None and search.programs == 1:  # one chunk: the list kernel counts it itself
+            specs = [s for s in specs if s.kernel != "_count_boundaries_kernel"]
+        if step and split_always and n <= self.split_max:  # every count splits: no unsplit gather
+            specs = [s for s in specs if s.kernel not in _UNSPLIT_GATHERS]
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         kv_s0 = args.kv_cache.shape[1] if out is None else out.stride(0)  # out=None: a new contiguous tensor
         num_tokens, num_slots = args.token_to_req.shape[0], args.kv_cache.shape[0] * SLOTS_PER_PAGE
         table = (n, num_tokens, bt.shape[0], bt.shape[1], st.shape[0], num_slots, cs.shape[0], bs,
                  st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1))
-        programs, slots = self.split.programs, self.split.piece_slots
+        programs = self.split.programs
+        slots = step_piece_slots(self.split, self.split_max) if step and self.split.split else self.split.piece_slots
+        boundary = _LIST if step else BOUNDARY
+        index_args = (boundary, TOKEN_TO_REQ, POSITIONS, SLOT_MAPPING)
+
+        def count(kernel: str):  # the count a kernel loops to; unread without COUNTED
+            return _Scratch("count", torch.int32, 4 * _STEP_COUNTS[kernel]) if step else BOUNDARY
+
         merge_shape = (n, programs, slots, cs.stride(0), cs.stride(1))
         eps = args.rms_norm_eps
         part, head = _Scratch("part", torch.float32), _Scratch("head", torch.int64)
         y, slot = _Scratch("y", torch.int16), _Scratch("slot", torch.int64)
         sizes = {"part": programs * slots * (STATE_FLOATS + 1) * 4, "head": n * 2 * 8, "y": n * HEAD_DIM * 2,
-                 "slot": n * 8, "nope": n * NOPE_DIM, "scale": n * NOPE_GROUPS * 4}
+                 "slot": n * 8, "nope": n * NOPE_DIM, "scale": n * NOPE_GROUPS * 4,
+                 "list": num_tokens * 4, "count": 12, "counts": 4 * (search.programs if step else 1)}
+        chunk = search.chunk if step else 0
+        rule = (self.split_max, cores, int(split_always)) if step else ()
+        counts = _COUNTS if step and search.programs > 1 else _LIST  # one program reads no counts
         lists = {
+            "_count_boundaries_kernel": (POSITIONS, SLOT_MAPPING, STATE_SLOTS, _COUNTS, num_tokens, chunk),
+            "_list_boundaries_kernel": (POSITIONS, SLOT_MAPPING, STATE_SLOTS, counts, _LIST, _COUNT, num_tokens, chunk,
+                                        *rule),
             "_gather_to_bf16_kernel": (
-                STATE, *_INDEX_ARGS, BLOCK_TABLE, y, slot, *table,
-                WEIGHT, eps, COS_SIN, cs.stride(0), cs.stride(1)),
+                STATE, *index_args, BLOCK_TABLE, y, slot, *table,
+                WEIGHT, eps, COS_SIN, cs.stride(0), cs.stride(1), count("_gather_to_bf16_kernel")),
             "_fused_compress_kernel": (
-                STATE, *_INDEX_ARGS, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),
-                kv_s0, eps),
-            "_window_piece_kernel": (STATE, *_INDEX_ARGS, BLOCK_TABLE, part, head, n, programs, slots, *table[1:]),
-            "_merge_to_slot_kernel": (part, head, WEIGHT, COS_SIN, _OUT, *merge_shape, kv_s0, eps),
-            "_merge_to_bf16_kernel": (part, head, WEIGHT, COS_SIN, y, slot, *merge_shape, eps),
-            "_quantize_bf16_kernel": (y, slot, _Scratch("nope", torch.int8), _Scratch("scale", torch.int32), n),
+                STATE, *index_args, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),
+                kv_s0, eps, count("_fused_compress_kernel")),
+            "_window_piece_kernel": (STATE, *index_args, BLOCK_TABLE, part, head, n, programs, slots, *table[1:],
+                                     count("_window_piece_kernel")),
+            "_merge_to_slot_kernel": (part, head, WEIGHT, COS_SIN, _OUT, *merge_shape, kv_s0, eps,
+                                      count("_merge_to_slot_kernel")),
+            "_merge_to_bf16_kernel": (part, head, WEIGHT, COS_SIN, y, slot, *merge_shape, eps,
+                                      count("_merge_to_bf16_kernel")),
+            "_quantize_bf16_kernel": (y, slot, _Scratch("nope", torch.int8), _Scratch("scale", torch.int32), n,
+                                      count("_quantize_bf16_kernel")),
             "_byte_scatter_kernel": (
                 _Scratch("nope", torch.uint8), _Scratch("y", torch.uint8), _Scratch("scale", torch.uint8), slot,
-                _OUT, n, kv_s0),
+                _OUT, n, kv_s0, count("_byte_scatter_kernel")),
         }
         self._scratch_names: list[str] = []
+        self._scratch_refs: list[tuple[str, int]] = []  # (buffer, byte offset in it) the launches take
         launches: list[tuple[KernelLauncher, tuple]] = []
         for spec in specs:
             arguments = lists[spec.kernel]
             kernel = getattr(importlib.import_module(spec.module), spec.kernel)
-            # the piece gather: one run of rows per program; the others: persistent, one output at a time
-            grid = (programs if spec.kernel == "_window_piece_kernel" else max(1, min(n, self.split.cores)),)
+            # the piece gather: one run of rows per program; the search: one chunk of tokens per program;
+            # the others: persistent, one output at a time
+            grid = (programs if spec.kernel == "_window_piece_kernel"
+                    else search.programs if spec.module == "ascend_kvc.boundaries"
+                    else max(1, min(n, self.split.cores)),)
             launches.append((KernelLauncher(kernel, grid, dict(spec.constexprs), {}), arguments))
             for a in arguments:
                 if isinstance(a, _Scratch) and a.name not in self._offsets:
@@ -136,12 +215,14 @@ class AscendPlan:
                     self._sizes[a.name] = -(-sizes[a.name] // _ALIGN) * _ALIGN
                     self.scratch_bytes += self._sizes[a.name]
                     self._scratch_names.append(a.name)
+                if isinstance(a, _Scratch) and (a.name, a.offset) not in self._scratch_refs:
+                    self._scratch_refs.append((a.name, a.offset))
             self.kernels.append(spec.kernel)
         # The integer-address path builds one pool a call: [the 9 input addresses, out's, the scratch
         # buffers', then every launch's other arguments]; each launch takes its arguments from the
         # pool with one ``itemgetter``.
         sources = {**{k: k for k in range(9)}, "out": 9,
-                   **{name: 10 + j for j, name in enumerate(self._scratch_names)}}
+                   **{ref: 10 + j for j, ref in enumerate(self._scratch_refs)}}
         self._pool_constants: list = []
         for launcher, arguments in launches:
             picks = []
@@ -151,12 +232,12 @@ class AscendPlan:
                 elif a is _OUT:
                     picks.append(sources["out"])
                 elif isinstance(a, _Scratch):
-                    picks.append(sources[a.name])
+                    picks.append(sources[(a.name, a.offset)])
                 else:
                     picks.append(len(sources) + len(self._pool_constants))
                     self._pool_constants.append(a)
             self.launches.append((launcher, arguments, _picker(picks)))
-        self._scratch_offsets = tuple(self._offsets[name] for name in self._scratch_names)
+        self._scratch_offsets = tuple(self._offsets[name] + offset for name, offset in self._scratch_refs)
         self._compiled = False
 
     def __call__(self, state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
@@ -206,5 +287,6 @@ class AscendPlan:
         return self._compiled and self.launches[0][0].takes_addresses()
 
     def _view(self, scratch: torch.Tensor, buffer: _Scratch) -> torch.Tensor:
-        start, size = self._offsets[buffer.name] // 4, self._sizes[buffer.name] // 4
+        start = (self._offsets[buffer.name] + buffer.offset) // 4
+        size = (self._sizes[buffer.name] - buffer.offset) // 4
         return scratch[start:start + size].view(buffer.dtype)

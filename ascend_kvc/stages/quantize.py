@@ -13,6 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..boundaries import counted_outputs
 from ..triton_helpers import int8_groups
 
 
@@ -23,7 +24,8 @@ def _quantize_bf16_kernel(
     nope_ptr,  # out, [num_outputs, 448], int8
     scale_ptr,  # out, [num_outputs, 7], int32: e + 127, whose low byte is the scale byte
     num_outputs,
-    NOPE_DIM: tl.constexpr,
+    count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
+    NOPE_DIM: tl.constexpr, COUNTED: tl.constexpr,
 ):
     NOPE_GROUPS: tl.constexpr = NOPE_DIM // 64
     pid = tl.program_id(0)
@@ -31,7 +33,7 @@ def _quantize_bf16_kernel(
     g = tl.arange(0, 8)
     d2 = g[:, None] * 64 + tl.arange(0, 64)[None, :]  # [8, 64]; row 7 (the RoPE dims) masked off
     nope = g[:, None] < NOPE_GROUPS
-    for i in range(pid, num_outputs, num_programs):
+    for i in range(pid, counted_outputs(count_ptr, num_outputs, COUNTED), num_programs):
         row = tl.cast(i, tl.int64)
         # Read before the slot test, so that the two reads overlap; only a written slot's row is used.
         bits = tl.load(y_bf16_ptr + row * 512 + d2, mask=nope, other=0).to(tl.int32) << 16

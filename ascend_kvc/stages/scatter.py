@@ -12,6 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..boundaries import counted_outputs
 from ..device import persistent_programs
 
 
@@ -24,8 +25,9 @@ def _byte_scatter_kernel(
     kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
     num_outputs,
     kv_s0,
+    count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
     NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr,
-    SCALE_REGION: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
+    SCALE_REGION: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr, COUNTED: tl.constexpr,
 ):
     ROPE_BYTES: tl.constexpr = PAYLOAD_BYTES - NOPE_DIM
     pid = tl.program_id(0)
@@ -34,7 +36,7 @@ def _byte_scatter_kernel(
     rope = tl.arange(0, ROPE_BYTES)
     sc = tl.arange(0, SCALE_BYTES)
     in_nope = head < NOPE_DIM
-    for i in range(pid, num_outputs, num_programs):
+    for i in range(pid, counted_outputs(count_ptr, num_outputs, COUNTED), num_programs):
         # The output's bytes are read before its slot is tested, so that the reads overlap; a
         # skipped output's bytes are read and dropped.
         row = tl.cast(i, tl.int64)
@@ -63,5 +65,6 @@ def launch(out: torch.Tensor, slot: torch.Tensor, nope: torch.Tensor, y_bf16: to
     grid = (persistent_programs(out.device, n),)
     globals()[spec.kernel][grid](
         nope.view(torch.uint8), y_bf16.view(torch.uint8), scale.view(torch.uint8), slot, out, n, out.stride(0),
+        slot,  # count_ptr: not read (COUNTED is False)
         **spec.constexprs,
     )

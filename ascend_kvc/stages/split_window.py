@@ -24,12 +24,22 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..boundaries import counted_outputs
 from ..slot_bytes import store_pooled_slot_bytes
 from ..triton_helpers import resolve_output
 from .block_gather import pool_resolved, store_rotated_bf16
 
 STATE_FLOATS = 3 * 512  # a piece's state: running max, sum and weighted sum per dimension
 MERGE_ROWS = 4  # piece states a merge step reads as one [MERGE_ROWS, 512] tile
+
+
+@triton.jit
+def active_programs(programs, units):
+    """Programs of a split whose runs are not empty when a step's count is known only on the
+    device: ``min(programs, units)``, at least 1. The piece gather and the merge both use it for
+    the runs and for where the bad-block counts start (after that many programs' state slots,
+    inside the scratch planned for the grid's programs)."""
+    return tl.maximum(tl.minimum(programs, units), 1).to(tl.int32)
 
 
 @triton.jit
@@ -41,16 +51,23 @@ def _window_piece_kernel(
     head_ptr,  # out, [num_outputs, 2] int64: each output's slot (-1: skip) and position
     num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos,
     block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
+    count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
-    VOLATILE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, COUNTED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     dims = tl.arange(0, 512)
+    num_outputs = counted_outputs(count_ptr, num_outputs, COUNTED)
     units = tl.cast(num_outputs, tl.int64) * (C // RUN_ROWS)  # the windows laid end to end, in RUN_ROWS units
+    if COUNTED:  # fewer units than programs: runs on the first ``units`` programs, the others read nothing
+        programs = active_programs(programs, units)
     first = (pid * units // programs * RUN_ROWS).to(tl.int32)  # this program's run: rows [first, end)
     end = ((pid + 1) * units // programs * RUN_ROWS).to(tl.int32)
+    if COUNTED:
+        first = tl.where(pid < programs, first, 0)
+        end = tl.where(pid < programs, end, 0)
     first_output = first // C
-    last_output = (end - 1) // C
+    last_output = tl.where(end > first, (end - 1) // C, first_output - 1)  # an empty run: no piece
     bad_counts = part_ptr + tl.cast(programs * piece_slots, tl.int64) * 1536
     for i in range(first_output, last_output + 1):  # one piece per window the run touches
         ok, req, pos, slot = resolve_output(
@@ -146,11 +163,16 @@ def _merge_to_slot_kernel(
     cos_sin_ptr,  # in, [max_pos, 64], float32
     kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
     num_outputs, programs, piece_slots, cs_s0, cs_s1, kv_s0, eps,
+    count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
     C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr,
     PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr, SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
+    COUNTED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
+    num_outputs = counted_outputs(count_ptr, num_outputs, COUNTED)
+    if COUNTED:
+        programs = active_programs(programs, tl.cast(num_outputs, tl.int64) * (C // RUN_ROWS))
     for i in range(pid, num_outputs, num_programs):
         ok, pos, slot, c, bad = merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C,
                                              MERGE_ROWS, RUN_ROWS)
@@ -168,10 +190,14 @@ def _merge_to_bf16_kernel(
     y_bf16_ptr,  # out, [num_outputs, 512], int16: the bits of bf16(y), RoPE dims rotated
     slot_out_ptr,  # out, [num_outputs], int64: destination slot, -1 = skip
     num_outputs, programs, piece_slots, cs_s0, cs_s1, eps,
-    C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr,
+    count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
+    C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, COUNTED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
+    num_outputs = counted_outputs(count_ptr, num_outputs, COUNTED)
+    if COUNTED:
+        programs = active_programs(programs, tl.cast(num_outputs, tl.int64) * (C // RUN_ROWS))
     for i in range(pid, num_outputs, num_programs):
         ok, pos, slot, c, bad = merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C,
                                              MERGE_ROWS, RUN_ROWS)

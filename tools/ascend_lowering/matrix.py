@@ -19,6 +19,8 @@ RATIOS = (128, 256, 512)
 BLOCK_SIZES = (1, 3, 8, 16, 32, 64, 128, 256)
 STATE_DTYPES = (torch.float32, torch.bfloat16)
 SCATTER_KERNEL = "_byte_scatter_kernel"
+# The boundary search of a step: one loop over token tiles, the list's scattered store inside it.
+SEARCH_KERNELS = ("_count_boundaries_kernel", "_list_boundaries_kernel")
 
 _TRITON_TYPES = {
     torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.int64: "i64",
@@ -41,15 +43,22 @@ def pointer_type(dtype) -> str:
 
 
 SPLIT_SUFFIX = "/split"
+STEP_SUFFIX = "/step"  # ``compress_step``: the boundary search, then the rung's kernels reading its count
 
 
 def _split_stages() -> tuple[str, ...]:
-    """``<stage>/split``: the kernels a planned rung launches when it splits windows."""
+    """``<stage>/split``: the kernels a planned rung launches when it splits windows; then
+    ``<stage>/step`` and ``<stage>/step/split``: those of a step (``ascend_kvc.compress_step``)."""
     try:
         from ascend_kvc.routes import ASCEND_PLANNED_STAGES
     except ImportError:
         return ()
-    return tuple(s + SPLIT_SUFFIX for s in ASCEND_PLANNED_STAGES)
+    split = tuple(s + SPLIT_SUFFIX for s in ASCEND_PLANNED_STAGES)
+    try:
+        from ascend_kvc import boundaries  # noqa: F401  (a package with compress_step)
+    except ImportError:
+        return split
+    return split + tuple(s + STEP_SUFFIX + tail for s in ASCEND_PLANNED_STAGES for tail in ("", SPLIT_SUFFIX))
 
 
 def stages() -> tuple[str, ...]:
@@ -82,8 +91,9 @@ class Spec:
 
     @property
     def hot_depth(self) -> int:
-        # The gathers' per-output window loop sits inside the persistent loop; the scatter has none.
-        return 1 if self.kernel == SCATTER_KERNEL else 2
+        # The gathers' per-output window loop sits inside the persistent loop; the scatter has none,
+        # and the boundary search only its loop over token tiles.
+        return 1 if self.kernel == SCATTER_KERNEL or self.kernel in SEARCH_KERNELS else 2
 
     def as_dict(self) -> dict:
         return {"module": self.module, "kernel": self.kernel, "constexprs": dict(self.constexprs),
@@ -101,8 +111,11 @@ def kernel_specs(stage: str, block_size: int, ratio: int, state_dtype: torch.dty
     from ascend_kvc.stages import kernel_specializations
 
     split = stage.endswith(SPLIT_SUFFIX)
-    return [to_spec(k) for k in kernel_specializations(stage.removesuffix(SPLIT_SUFFIX), block_size, ratio,
-                                                       state_dtype, split=split)]
+    stage = stage.removesuffix(SPLIT_SUFFIX)
+    if stage.endswith(STEP_SUFFIX):  # with a state slot mapping: the search's fuller form
+        return [to_spec(k) for k in kernel_specializations(stage.removesuffix(STEP_SUFFIX), block_size, ratio,
+                                                           state_dtype, split=split, step=True, state_slots=True)]
+    return [to_spec(k) for k in kernel_specializations(stage, block_size, ratio, state_dtype, split=split)]
 
 
 @dataclass(frozen=True)

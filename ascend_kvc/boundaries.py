@@ -1,0 +1,189 @@
+"""Finding a step's boundary tokens on the device: a work list (indices and a count) that the
+gathers of every sync-free route read, with no host sync and no shape that depends on the count.
+
+A token ``t`` gives an output iff ``(positions[t] + 1) % C == 0``, ``kv_slot_mapping[t] >= 0`` and,
+when the engine passes one, ``state_slot_mapping[t] >= 0`` (vLLM's compressor skips the same
+tokens). ``_list_boundaries_kernel`` writes the indices of those tokens, in token order, to the
+first ``count`` entries of an int32 list of ``num_tokens`` entries (an upper bound on the outputs;
+the tail is never written and never read) and ``count`` to one int32. The gathers then take the
+list as their ``boundary_token_indices`` and read ``count`` at run time (``counted_outputs``):
+their loops end at the count, so an empty step costs its launches and nothing more.
+
+The list keeps token order with no atomics: the tokens are cut into ``programs`` equal chunks;
+with more than one, ``_count_boundaries_kernel`` first counts each chunk's boundary tokens, and
+the list kernel's program ``p`` starts its chunk's entries after the counts of chunks ``0..p-1``.
+Within a chunk, ``BLOCK_T`` tokens at a time, a token's entry is the prefix sum of the flags
+before it. Small steps (decode) take one program and one launch; large prefill steps take up to
+``MAX_PROGRAMS`` programs and two launches, each reading its chunk once.
+
+The list kernel also decides the work split of the planned Ascend rungs from the count
+(``split_counts``): it writes the count three times, all of it, the part the unsplit kernels
+take, the part the split kernels take (one of the last two is zero). Each kernel loops to its own
+count, so both paths can be launched and only one does work.
+
+The boundary test is integer arithmetic: ``C`` is a power of two dividing ``2**32``, so
+``(p + 1) % C == 0`` is ``((int32(p) + 1) & (C - 1)) == 0`` for int32 and int64 positions alike
+(vector int64 arithmetic falls back to scalar code on Ascend). Slots are compared in their own
+dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import triton
+import triton.language as tl
+
+# Tokens a program tests at once: an int64 position and two int64 slots each, 24 KiB a tile.
+BLOCK_T = 1024
+# The most programs of a search (their counts are read as one [MAX_PROGRAMS] vector).
+MAX_PROGRAMS = 64
+# Steps of at most this many tokens are searched by one program in one launch (decode steps,
+# small prefill chunks); larger ones in chunks of at least this many tokens, two launches.
+SINGLE_PROGRAM_TOKENS = 4096
+
+
+@triton.jit
+def counted_outputs(count_ptr, num_outputs, COUNTED: tl.constexpr):
+    """The outputs a gather loops over: ``num_outputs``, or with ``COUNTED`` the count the
+    boundary search left at ``count_ptr`` (never more than ``num_outputs``, the list's length)."""
+    if COUNTED:
+        return tl.minimum(tl.load(count_ptr), num_outputs)
+    else:
+        return num_outputs
+
+
+@triton.jit
+def split_counts(count, split_max, split_cores, split_always):
+    """The outputs the split kernels take (all ``count`` of them, or 0; the unsplit kernels take
+    the rest): up to ``split_max`` outputs, when ``split_always`` (a piece gather with wider
+    tiles, where programs own their cores) or when whole windows would keep less than 95% of
+    ``split_cores`` busy (``work_split.BUSY_TARGET``: ``count / (cores * ceil(count / cores))``),
+    the rule ``work_split.plan_split`` applies on the host, here applied to the count on the device."""
+    rounds = (count + split_cores - 1) // split_cores
+    idle = count * 20 < 19 * split_cores * rounds
+    take = (count <= split_max) & ((split_always != 0) | idle)
+    return tl.where(take, count, 0)
+
+
+@triton.jit
+def _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, end, C: tl.constexpr,
+                    HAS_STATE_SLOTS: tl.constexpr):
+    """``[BLOCK_T]`` int32: 1 where token ``offs`` (``< end``) gives an output, else 0."""
+    live = offs < end
+    pos = tl.load(positions_ptr + offs, mask=live, other=0).to(tl.int32)  # C divides 2**32: exact test
+    flag = live & (((pos + 1) & (C - 1)) == 0)
+    flag = flag & (tl.load(kv_slot_ptr + offs, mask=live, other=-1) >= 0)
+    if HAS_STATE_SLOTS:
+        flag = flag & (tl.load(state_slot_ptr + offs, mask=live, other=-1) >= 0)
+    return flag.to(tl.int32)
+
+
+@triton.jit
+def search_in_program(positions_ptr, kv_slot_ptr, state_slot_ptr, list_ptr, num_tokens, pid, items_per_output,
+                      C: tl.constexpr, INLINE_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr):
+    """A small step's search inside a gather's own program (``num_tokens <= INLINE_T``): the
+    count, and the list written to ``list_ptr`` by every program that has work (``pid < count *
+    items_per_output``: the same values from each), followed by a barrier so that the program's
+    threads read it back. Saves the search's launch where a step is a handful of tokens."""
+    offs = tl.arange(0, INLINE_T)
+    flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, num_tokens, C, HAS_STATE_SLOTS)
+    rank = tl.cumsum(flag, axis=0)
+    count = tl.sum(flag, axis=0)
+    tl.store(list_ptr + rank - 1, offs, mask=(flag != 0) & (pid < count * items_per_output))
+    tl.debug_barrier()
+    return count
+
+
+@triton.jit
+def _count_boundaries_kernel(
+    positions_ptr,  # in, [num_tokens], int64/int32
+    kv_slot_ptr,  # in, [num_tokens], int64/int32: < 0 gives no output
+    state_slot_ptr,  # in, [num_tokens], int64/int32: < 0 gives no output (read with HAS_STATE_SLOTS)
+    counts_ptr,  # out, [programs], int32: boundary tokens in each program's chunk
+    num_tokens, chunk,
+    C: tl.constexpr, BLOCK_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    start = pid * chunk
+    end = tl.minimum(start + chunk, num_tokens)
+    lanes = tl.arange(0, BLOCK_T)
+    total = pid * 0
+    for t0 in range(start, end, BLOCK_T):
+        flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, t0 + lanes, end, C, HAS_STATE_SLOTS)
+        total += tl.sum(flag, axis=0)
+    tl.store(counts_ptr + pid, total)
+
+
+@triton.jit
+def _list_boundaries_kernel(
+    positions_ptr,  # in, [num_tokens], int64/int32
+    kv_slot_ptr,  # in, [num_tokens], int64/int32: < 0 gives no output
+    state_slot_ptr,  # in, [num_tokens], int64/int32: < 0 gives no output (read with HAS_STATE_SLOTS)
+    counts_ptr,  # in, [programs], int32, from _count_boundaries_kernel (read by programs > 0 only)
+    list_ptr,  # out, [num_tokens], int32: the boundary tokens in token order, first count entries
+    count_ptr,  # out, [3], int32: how many; of those, for the unsplit kernels; for the split ones
+    num_tokens, chunk,
+    split_max, split_cores, split_always,  # the work split's rule (``split_counts``)
+    C: tl.constexpr, BLOCK_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr, MAX_PROGRAMS: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    q = tl.arange(0, MAX_PROGRAMS)
+    base = tl.sum(tl.load(counts_ptr + q, mask=q < pid, other=0), axis=0)  # entries of the chunks before
+    start = pid * chunk
+    end = tl.minimum(start + chunk, num_tokens)
+    lanes = tl.arange(0, BLOCK_T)
+    for t0 in range(start, end, BLOCK_T):
+        offs = t0 + lanes
+        flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, end, C, HAS_STATE_SLOTS)
+        rank = tl.cumsum(flag, axis=0)  # [BLOCK_T]: flags up to and including each token
+        tl.store(list_ptr + base + rank - 1, offs, mask=flag != 0)
+        base += tl.sum(flag, axis=0)
+    if pid == tl.num_programs(0) - 1:  # the last chunk's end: every chunk counted
+        split = split_counts(base, split_max, split_cores, split_always)
+        tl.store(count_ptr, base)
+        tl.store(count_ptr + 1, base - split)
+        tl.store(count_ptr + 2, split)
+
+
+@dataclass(frozen=True)
+class BoundarySearch:
+    """How one step signature searches its tokens: ``programs`` chunks of ``chunk`` tokens."""
+
+    num_tokens: int
+    programs: int
+    chunk: int
+
+    @property
+    def launches(self) -> int:
+        return 1 if self.programs == 1 else 2
+
+
+def plan_search(num_tokens: int, max_programs: int = MAX_PROGRAMS) -> BoundarySearch:
+    """One program up to ``SINGLE_PROGRAM_TOKENS`` tokens; else chunks of whole ``BLOCK_T`` tiles,
+    at least ``SINGLE_PROGRAM_TOKENS`` tokens each, on at most ``max_programs`` programs."""
+    if num_tokens < 0 or max_programs < 1:
+        raise ValueError(f"need num_tokens >= 0 and max_programs >= 1, got {num_tokens}, {max_programs}")
+    cap = min(max_programs, MAX_PROGRAMS)
+    if num_tokens <= SINGLE_PROGRAM_TOKENS or cap == 1:
+        return BoundarySearch(num_tokens, 1, max(num_tokens, 1))
+    programs = min(cap, -(-num_tokens // SINGLE_PROGRAM_TOKENS))
+    tiles = -(-num_tokens // BLOCK_T)
+    chunk = -(-tiles // programs) * BLOCK_T
+    return BoundarySearch(num_tokens, -(-num_tokens // chunk), chunk)
+
+
+def search_constexprs(compress_ratio: int, has_state_slots: bool) -> tuple[dict, dict]:
+    """``(count kernel's, list kernel's)`` constexprs."""
+    count = dict(C=compress_ratio, BLOCK_T=BLOCK_T, HAS_STATE_SLOTS=has_state_slots)
+    return count, dict(count, MAX_PROGRAMS=MAX_PROGRAMS)
+
+
+# Where each kernel reads its count in the ``[3]`` int32 count buffer.
+COUNT_TOTAL, COUNT_UNSPLIT, COUNT_SPLIT = 0, 1, 2
+# Outputs per core up to which a step may take the split path, which bounds the split's state
+# slots (``stages.plan.step_piece_slots``: about this many per program, 6 KiB each); more outputs
+# give every core this many whole windows. 32 keeps every official case run as a step on the
+# path its indexed call takes (1024 outputs on 40 cores split there, where the piece gather reads
+# wider tiles).
+SPLIT_ROUNDS = 32

@@ -1,0 +1,135 @@
+"""Engine-shaped steps through ``compress_step``: ``python -m bench.steps [--small] [--json PATH]``.
+
+Workloads (``ascend_kvc.workloads``): decode steps of 1, 64 and 256 requests x 1 token with 0, 1
+and 8 boundary tokens among them (C = 128); a mixed step, an 8192-token prefill chunk plus 64
+decode tokens (C = 128 and 512); the 12 official cases run as steps, whose boundary tokens must
+be exactly the case's ``boundary_token_indices``. ``--small`` runs interpreter-sized look-alikes
+(for a CPU test).
+
+Per workload and route, after an oracle check of the step's bytes: graph-replay time (CUDA
+graphs; none elsewhere), eager time, host time a call, launches a call (device kernels from the
+profiler on a GPU or NPU; Triton launches under the CPU interpreter), and the same for
+``c128_256_512_compress`` given the boundary indices, with the ratio step / indices given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from ascend_kvc import c128_256_512_compress, compress_step
+from ascend_kvc.oracle import check_cache
+from ascend_kvc.step import boundary_tokens
+from ascend_kvc.workloads import (
+    DECODE_STEPS, OFFICIAL_CASES, SMALL_CASES, SMALL_DECODE_STEPS, decode_step, mixed_step, official_step,
+)
+from bench.cli import make_timer, time_graph
+from bench.launches import count_device_kernels, count_framework_ops, host_us_per_call
+from bench.machine import detect_device, machine_info, machine_line, synchronize
+
+ROUTES = ("gpgpu", "ascend", "ascend:fused")
+
+
+def workloads(small: bool, device: str, official: bool = True):
+    """``(kind, step workload, expected boundary indices or None)``, built one at a time."""
+    for num_reqs, boundaries in (SMALL_DECODE_STEPS if small else DECODE_STEPS):
+        yield "decode", decode_step(num_reqs, boundaries, 128, device=device), None
+    for C in ((128,) if small else (128, 512)):
+        kw = dict(prefill_tokens=512, decode_tokens=4) if small else {}
+        yield "mixed", mixed_step(C, device=device, **kw), None
+    if official:
+        for case in (SMALL_CASES[:1] if small else OFFICIAL_CASES):
+            step, w = official_step(*case, shuffle=True, nonzero_cache=True, device=device)
+            yield "official", step, w.boundary_token_indices
+
+
+def _launches(call, device: str) -> float | None:
+    if device == "cpu":
+        return count_framework_ops(call, device)["triton_launches"]
+    return count_device_kernels(call, device)["kernels"]
+
+
+def measure(kind: str, sw, expected, route: str, device: str, time_fn, host_calls: int) -> dict:
+    """One row: the oracle's verdict on the step, then its times and the operator's with the indices given."""
+    found = boundary_tokens(sw.positions, sw.kv_slot_mapping, sw.compress_ratio, sw.state_slot_mapping)
+    if expected is not None:  # an official case as a step: its boundary tokens are the case's
+        assert torch.equal(found.cpu(), expected.cpu().to(found.dtype)), f"{sw.name}: boundary tokens differ"
+    row = {"kind": kind, "case": sw.name, "route": route, "num_tokens": sw.num_tokens, "num_outputs": found.numel()}
+    before = sw.kv_cache.clone()
+    out = before.clone()
+    step_args = (*sw.args()[:-1], out)
+    compress_step(*step_args, **sw.kwargs(), route=route, validate=False)
+    synchronize(device)
+    w = sw.as_operator(found)
+    report = check_cache(w.checked_args(), out, before)
+    row["check"] = "ok" if report.ok else "FAIL"
+    if not report.ok:  # a speed is never reported on a red check
+        row["check_detail"] = str(report)
+        return row
+
+    def step_call():
+        compress_step(*step_args, **sw.kwargs(), route=route, validate=False)
+
+    def indexed_call():
+        c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
+
+    for name, call in (("step", step_call), ("indexed", indexed_call)):
+        call()
+        row[f"{name}_ms"] = time_fn(call)["ms"]
+        row[f"{name}_graph_ms"] = time_graph(call, time_fn) if device == "cuda" else None
+        row[f"{name}_host_us"] = (row[f"{name}_ms"] * 1e3 if device == "cpu"
+                                  else host_us_per_call(call, lambda: synchronize(device), host_calls))
+        row[f"{name}_launches"] = _launches(call, device)
+    best = "graph_ms" if row["step_graph_ms"] is not None else "ms"
+    row["x_indexed"] = row[f"step_{best}"] / row[f"indexed_{best}"]
+    return row
+
+
+def _fmt(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.steps", description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default=None, help="cuda, npu or cpu (default: the first available)")
+    p.add_argument("--routes", default=",".join(ROUTES), help=f"comma-separated (default: {','.join(ROUTES)})")
+    p.add_argument("--small", action="store_true", help="interpreter-sized workloads (CPU)")
+    p.add_argument("--no-official", action="store_true", help="leave out the official cases run as steps")
+    p.add_argument("--host-calls", type=int, default=200, help="calls timed for the host time (GPU/NPU)")
+    p.add_argument("--json", metavar="PATH", help="write the machine line and every row")
+    a = p.parse_args(argv)
+    device = a.device or detect_device()
+    routes = [r for r in a.routes.split(",") if r]
+    info = machine_info(device)
+    print(machine_line(info))
+    time_fn = make_timer(device)
+    rows = []
+    header = (f"{'case':<28} {'route':<13} {'tok':>6} {'out':>4} {'step graph/eager ms':>20} "
+              f"{'indexed graph/eager ms':>23} {'host us s/i':>12} {'launch s/i':>10} {'x idx':>6}")
+    print(header)
+    for kind, sw, expected in workloads(a.small, device, official=not a.no_official):
+        for route in routes:
+            row = measure(kind, sw, expected, route, device, time_fn, a.host_calls)
+            rows.append(row)
+            if row["check"] != "ok":
+                print(f"{row['case']:<28} {route:<13} CHECK FAILED: {row['check_detail'][:200]}")
+                continue
+            print(f"{row['case']:<28} {route:<13} {row['num_tokens']:>6} {row['num_outputs']:>4} "
+                  f"{_fmt(row['step_graph_ms'], '.4f'):>9}/{row['step_ms']:<10.4f} "
+                  f"{_fmt(row['indexed_graph_ms'], '.4f'):>11}/{row['indexed_ms']:<11.4f} "
+                  f"{row['step_host_us']:>5.0f}/{row['indexed_host_us']:<6.0f} "
+                  f"{_fmt(row['step_launches'], '.0f'):>4}/{_fmt(row['indexed_launches'], '<5.0f')} "
+                  f"{row['x_indexed']:>6.2f}")
+        del sw
+    print(f"timing: {time_fn.how}; x idx = step / indexed, graph replay where captured")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"machine": info, "timing": time_fn.how, "rows": rows}, f, indent=1, default=str)
+    return 0 if all(r["check"] == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

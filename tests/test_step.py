@@ -1,0 +1,505 @@
+"""``compress_step``: the once-per-step call that finds its own boundary tokens.
+
+Every route's bytes are judged by the float64 oracle (``ascend_kvc.oracle.check_cache``) on the
+boundary tokens this file derives itself, token by token in plain Python, from the contract's
+rule: ``(p + 1) % C == 0``, a kv slot ``>= 0`` and, when given, a state slot ``>= 0``. Every other
+byte of the (random, non-zero) cache must keep its value. On CPU these run under the Triton
+interpreter; the GPU tests (a CUDA graph captured once and replayed for 0, 1, a few and many
+boundary tokens) skip here and run on a CUDA machine.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ascend_kvc
+from ascend_kvc import boundaries, compress_step, launch, step as step_module
+from ascend_kvc.layers import CompressorKVWriter
+from ascend_kvc.oracle import check_cache
+from ascend_kvc.stages import plan as plan_module
+from ascend_kvc.stages.work_split import WorkSplit, plan_split
+from ascend_kvc.workloads import decode_spans, make_step_workload
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+SYNC_FREE = ["gpgpu", "ascend", "ascend:fused"]
+ROUTES = [*SYNC_FREE, "reference", "ascend:byte-scatter"]  # the last two: nonzero, then the operator
+OP = torch.ops.ascend_kvc.compress_step_
+
+
+def expected_boundaries(sw) -> list[int]:
+    """The contract's rule, one token at a time in Python ints."""
+    C = sw.compress_ratio
+    pos, slot = sw.positions.tolist(), sw.kv_slot_mapping.tolist()
+    state = None if sw.state_slot_mapping is None else sw.state_slot_mapping.tolist()
+    return [t for t in range(len(pos)) if (pos[t] + 1) % C == 0 and slot[t] >= 0 and (state is None or state[t] >= 0)]
+
+
+def judge(sw, got: torch.Tensor, before: torch.Tensor, expect_outputs: int | None = None):
+    """The oracle's verdict on ``got`` for the step's own boundary tokens."""
+    tokens = expected_boundaries(sw)
+    if expect_outputs is not None:
+        assert len(tokens) == expect_outputs, f"the case has {len(tokens)} boundary tokens, meant {expect_outputs}"
+    w = sw.as_operator(torch.tensor(tokens, dtype=torch.int64, device=sw.positions.device))
+    report = check_cache(w.checked_args(), got, before)
+    assert report.ok, f"{sw.name}: {report}"
+    return report
+
+
+def run_step(sw, route: str, validate: bool = False, **kw):
+    before = sw.kv_cache.clone()
+    result = compress_step(*sw.args(), **sw.kwargs(), route=route, validate=validate, **kw)
+    assert result is None
+    return before
+
+
+# (name, spans, C, block_size, state slots, skip fraction, boundary tokens meant)
+CASES = {
+    "empty": ([(128, 1), (300, 1), (5, 1), (256, 1)], 128, 8, False, 0.0, 0),
+    "one": ([(128, 1), (255, 1), (5, 1), (256, 1)], 128, 8, True, 0.0, 1),
+    "many": ([(100, 200), (0, 130), (511, 1)], 128, 8, True, 0.1, None),
+    "c256-bs3": ([(200, 120), (0, 256)], 256, 3, False, 0.0, 2),
+}
+
+
+def _case(name: str, seed: int = 0, **kw):
+    spans, C, bs, state_slots, skip, meant = CASES[name]
+    sw = make_step_workload(spans, C, block_size=bs, seed=seed, skip_fraction=skip, state_slots=state_slots,
+                            device=DEVICE, name=name, **kw)
+    return sw, meant
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("case", list(CASES))
+def test_step_writes_the_oracle_bytes_and_nothing_else(route, case):
+    sw, meant = _case(case, seed=11)
+    before = run_step(sw, route)
+    report = judge(sw, sw.kv_cache, before, meant)
+    if case == "many":
+        assert report.num_outputs_written >= 3
+
+
+@pytest.mark.parametrize("route", ["gpgpu", "ascend"])
+def test_validate_true_writes_the_same_bytes(route):
+    sw, _ = _case("many", seed=12)
+    before = run_step(sw, route, validate=True)
+    judge(sw, sw.kv_cache, before)
+
+
+@pytest.mark.parametrize("route", SYNC_FREE)
+def test_skipped_state_slots_and_negative_kv_slots_write_nothing(route):
+    """Every token of one request closes a window or not; the boundary tokens get, in turn, a
+    state slot -1 (the kv slot valid), a kv slot -1, or both valid: only the last kind writes."""
+    sw = make_step_workload([(0, 512)], 128, block_size=8, seed=21, state_slots=True, device=DEVICE)
+    bnd = [t for t in range(512) if (t + 1) % 128 == 0]  # positions 127, 255, 383, 511
+    sw.state_slot_mapping[bnd[0]] = -1
+    sw.kv_slot_mapping[bnd[1]] = -1
+    sw.state_slot_mapping[bnd[2]] = -5
+    sw.kv_slot_mapping[bnd[2]] = -7
+    before = run_step(sw, route)
+    report = judge(sw, sw.kv_cache, before, expect_outputs=1)
+    assert report.num_outputs_written == 1
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int32])  # int64: every other test
+@pytest.mark.parametrize("route", SYNC_FREE)
+def test_int32_positions_and_slots(route, index_dtype):
+    sw = make_step_workload([(250, 10), (120, 12)], 128, block_size=16, seed=31, state_slots=True,
+                            index_dtype=index_dtype, device=DEVICE)
+    before = run_step(sw, route)
+    judge(sw, sw.kv_cache, before, expect_outputs=2)
+
+
+@st.composite
+def steps(draw):
+    C = draw(st.sampled_from([128, 256]))
+    num_reqs = draw(st.integers(1, 3))
+    spans = [(draw(st.integers(0, 2 * C)), draw(st.integers(1, 40))) for _ in range(num_reqs)]
+    return dict(spans=spans, C=C, block_size=draw(st.sampled_from([4, 8, 16])), seed=draw(st.integers(0, 99)),
+                state_slots=draw(st.booleans()), skip=draw(st.sampled_from([0.0, 0.3])),
+                route=draw(st.sampled_from(SYNC_FREE)))
+
+
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(steps())
+def test_random_steps_match_the_truth(case):
+    sw = make_step_workload(case["spans"], case["C"], block_size=case["block_size"], seed=case["seed"],
+                            state_slots=case["state_slots"], skip_fraction=case["skip"], device=DEVICE)
+    before = run_step(sw, case["route"])
+    judge(sw, sw.kv_cache, before)
+
+
+# A replay sequence: the same 6 tokens (3 requests x 2) with positions and slots changed in place,
+# giving 0, 1, a few and many (every token closes a window; token 4 has no state slot) boundary
+# tokens, then 0 again. C = 128.
+REPLAY_POSITIONS = [
+    [10, 11, 300, 301, 40, 41],  # 0
+    [126, 127, 300, 301, 40, 41],  # 1
+    [126, 127, 254, 255, 382, 383],  # a few (3)
+    [127, 255, 383, 511, 255, 127],  # all 6
+    [0, 1, 2, 3, 4, 5],  # 0
+]
+REPLAY_MEANT = [0, 1, 3, 5, 0]
+
+
+def _replay_workload(seed: int):
+    # requests of 2 tokens each; the spans only size the requests (positions are set per step)
+    return make_step_workload([(510, 2), (510, 2), (510, 2)], 128, block_size=8, seed=seed, state_slots=True,
+                              device=DEVICE)
+
+
+def _set_step(sw, k: int, g: torch.Generator):
+    sw.positions.copy_(torch.tensor(REPLAY_POSITIONS[k], dtype=sw.positions.dtype))
+    slots = torch.randperm(sw.kv_cache.shape[0] * 64, generator=g)[:sw.num_tokens]
+    sw.kv_slot_mapping.copy_(slots.to(sw.kv_slot_mapping.dtype))
+    state_slots = torch.arange(sw.num_tokens)
+    state_slots[4] = -1
+    sw.state_slot_mapping.copy_(state_slots.to(sw.state_slot_mapping.dtype))
+    sw.base.state_cache.copy_(torch.randn(sw.base.state_cache.shape, generator=g).to(sw.base.state_cache.dtype))
+
+
+@pytest.mark.parametrize("route", SYNC_FREE)
+def test_replay_sequence_without_capture(route):
+    """What a replayed graph does, eagerly: one plan, the same tensors changed in place between calls."""
+    sw = _replay_workload(41)
+    g = torch.Generator().manual_seed(42)
+    step_module.clear_step_plans()
+    for k, meant in enumerate(REPLAY_MEANT):
+        _set_step(sw, k, g)
+        before = run_step(sw, route)
+        judge(sw, sw.kv_cache, before, meant)
+    assert len(step_module._STEP_PLANS) == 1, "the steps did not share one plan"
+
+
+@pytest.mark.parametrize("route", SYNC_FREE)
+def test_many_chunk_search(route, monkeypatch):
+    """A search of several programs (a count kernel, then the list kernel reading the counts)."""
+    monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
+    step_module.clear_step_plans()
+    sw = make_step_workload([(0, 1400), (600, 1700)], 128, block_size=16, seed=51, skip_fraction=0.7, device=DEVICE)
+    assert boundaries.plan_search(sw.num_tokens, 4).programs == 4
+    before = run_step(sw, route)
+    report = judge(sw, sw.kv_cache, before)
+    assert report.num_outputs_written >= 3
+    step_module.clear_step_plans()
+
+
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
+def test_split_on_more_cores_than_units(route, monkeypatch):
+    """40 vector cores (a 910B's view): a step of one output has 16 units of rows for 40
+    programs planned for the token count; the piece gather and the merge use only 16 of them."""
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
+    step_module.clear_step_plans()
+    sw = _replay_workload(131)
+    g = torch.Generator().manual_seed(132)
+    for k, meant in [(1, 1), (0, 0), (2, 3)]:
+        _set_step(sw, k, g)
+        before = run_step(sw, route)
+        judge(sw, sw.kv_cache, before, meant)
+    plan = next(iter(step_module._STEP_PLANS.values()))
+    assert plan.split.split and plan.split.programs > 16
+    step_module.clear_step_plans()
+
+
+def test_gpgpu_step_grid_smaller_than_the_work(monkeypatch):
+    """The counted gpgpu kernel loops over its work items when they outnumber its programs."""
+    from gpgpu_fallback import route as gpgpu_route
+
+    monkeypatch.setattr(gpgpu_route, "STEP_PROGRAMS_PER_UNIT", 1)
+    step_module.clear_step_plans()
+    sw = make_step_workload([(0, 520), (0, 400)], 128, block_size=8, seed=141, device=DEVICE)
+    before = run_step(sw, "gpgpu")
+    plan = next(iter(step_module._STEP_PLANS.values()))
+    assert plan.launcher.grid[0] < len(expected_boundaries(sw)) * plan.splits
+    judge(sw, sw.kv_cache, before)
+    step_module.clear_step_plans()
+
+
+@pytest.mark.parametrize("programs", [1, 3])
+@pytest.mark.parametrize("state_slots", [False, True])
+def test_search_lists_exactly_the_boundary_tokens(programs, state_slots, monkeypatch):
+    """The search kernels alone: the list's first ``count`` entries are the step's boundary tokens
+    in token order, whatever kv slot or state slot the other tokens have (a token with slot -1 is
+    not listed, though a gather would skip it anyway)."""
+    monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
+    g = torch.Generator().manual_seed(151)
+    T = 1024 * programs - 100 if programs > 1 else 700
+    positions = torch.randint(0, 3, (T,), generator=g) * 128 + torch.randint(125, 129, (T,), generator=g)
+    kv = torch.randint(-2, 1000, (T,), generator=g)
+    ss = torch.randint(-1, 5, (T,), generator=g)
+    sw = SimpleNamespace(compress_ratio=128, positions=positions, kv_slot_mapping=kv,
+                         state_slot_mapping=ss if state_slots else None)
+    truth = expected_boundaries(sw)
+    search = boundaries.plan_search(T, 4)
+    assert search.programs == programs
+    count_cx, list_cx = boundaries.search_constexprs(128, state_slots)
+    listing = torch.full((T,), -7, dtype=torch.int32)
+    count = torch.full((3,), -7, dtype=torch.int32)
+    counts = torch.zeros(search.programs, dtype=torch.int32)
+    if programs > 1:
+        boundaries._count_boundaries_kernel[(programs,)](positions, kv, ss, counts, T, search.chunk, **count_cx)
+    split_max, cores, always = (T, 7, 1) if state_slots else (0, 7, 1)  # every count splits / none does
+    boundaries._list_boundaries_kernel[(programs,)](positions, kv, ss, counts, listing, count, T, search.chunk,
+                                                     split_max, cores, always, **list_cx)
+    n = len(truth)
+    assert n > 0 and count.tolist() == ([n, 0, n] if state_slots else [n, n, 0])
+    assert listing[:n].tolist() == truth
+    assert bool((listing[n:] == -7).all()), "the search wrote past the count"
+
+
+@pytest.mark.parametrize("count,split_max,cores,always,split", [
+    (0, 100, 40, 0, 0), (1, 100, 40, 0, 1), (37, 100, 40, 0, 37), (38, 100, 40, 0, 0), (40, 100, 40, 0, 0),
+    (41, 100, 40, 0, 41), (79, 100, 40, 0, 0), (101, 100, 40, 1, 0), (100, 100, 40, 1, 100), (5, 100, 1, 0, 0),
+    (721, 800, 40, 0, 721), (722, 800, 40, 0, 0),
+])
+def test_split_counts_apply_the_occupancy_rule(count, split_max, cores, always, split):
+    """The device's rule is ``work_split``'s BUSY_TARGET: split when whole windows keep less than
+    95% of the cores busy (37 of 40: 92.5%, 38: 95%; 721 in 19 rounds of 40: 94.9%, 722: 95%), up
+    to ``split_max`` outputs, or always up to it."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def probe(out_ptr, c, m, k, a):
+        tl.store(out_ptr, boundaries.split_counts(c, m, k, a))
+
+    out = torch.full((1,), -1, dtype=torch.int32)
+    probe[(1,)](out, count, split_max, cores, always)
+    assert int(out) == split
+
+
+def test_search_plan():
+    assert boundaries.plan_search(1).programs == 1
+    assert boundaries.plan_search(boundaries.SINGLE_PROGRAM_TOKENS).programs == 1
+    for tokens in (boundaries.SINGLE_PROGRAM_TOKENS + 1, 131072, 10**6):
+        s = boundaries.plan_search(tokens, 40)
+        assert 2 <= s.programs <= 40 and s.chunk % boundaries.BLOCK_T == 0
+        assert s.programs * s.chunk >= tokens > (s.programs - 1) * s.chunk  # every chunk holds tokens
+
+
+def _pieces_per_program(n: int, split: WorkSplit) -> int:
+    """The most pieces one program reads for ``n`` outputs, on the programs the kernels use."""
+    W = split.compress_ratio // split.row_unit
+    programs = max(1, min(split.programs, n * W))
+    return max(len(WorkSplit(n, split.compress_ratio, split.cores, programs, True, split.row_unit).pieces_of(p))
+               for p in range(programs))
+
+
+@pytest.mark.parametrize("max_outputs,C,cores,row_unit", [
+    (4, 128, 40, 8), (40, 512, 40, 8), (256, 128, 40, 8), (1280, 128, 40, 8), (300, 256, 48, 4), (7, 128, 3, 1)])
+def test_step_piece_slots_hold_every_count(max_outputs, C, cores, row_unit):
+    """The split of a step is planned for its token count; every smaller count must fit its slots."""
+    split = plan_split(max_outputs, C, cores, 8, row_unit, unsplit_row_tile=row_unit // 2 or None)
+    if not split.split:
+        split = WorkSplit(max_outputs, C, cores, min(cores, max_outputs * C // row_unit), True, row_unit)
+    bound = plan_module.step_piece_slots(split, max_outputs)
+    worst = max(_pieces_per_program(n, split) for n in range(1, max_outputs + 1))
+    assert worst <= bound
+
+
+@pytest.mark.parametrize("route", ["reference", "ascend:fused"])
+def test_opcheck(route):
+    sw, _ = _case("one", seed=61)
+    torch.library.opcheck(OP.default, (*sw.args(), sw.block_size, sw.compress_ratio, 1e-6, sw.state_slot_mapping,
+                                       route, False))
+
+
+@pytest.mark.parametrize("route", ["reference", "ascend"])
+def test_op_and_layer_write_what_the_function_writes(route):
+    sw, _ = _case("many", seed=71)
+    before = sw.kv_cache.clone()
+    via_function = before.clone()
+    compress_step(*sw.args()[:-1], via_function, **sw.kwargs(), route=route, validate=False)
+    via_op = before.clone()
+    OP(*sw.args()[:-1], via_op, sw.block_size, sw.compress_ratio, 1e-6, sw.state_slot_mapping, route, False)
+    layer = CompressorKVWriter(sw.base.rms_norm_weight, sw.base.cos_sin_cache, block_size=sw.block_size,
+                               compress_ratio=sw.compress_ratio, route=route)
+    via_layer = before.clone()
+    b = sw.base
+    assert layer.step(b.state_cache, sw.token_to_req, sw.positions, b.block_table, sw.kv_slot_mapping, via_layer,
+                      sw.state_slot_mapping) is via_layer
+    assert torch.equal(via_op, via_function) and torch.equal(via_layer, via_function)
+    judge(sw, via_function, before)
+
+
+def _bad(sw, **changes):
+    args = dict(zip(["state_cache", "token_to_req", "positions", "block_table", "rms_norm_weight", "cos_sin_cache",
+                     "kv_slot_mapping", "kv_cache"], sw.args()))
+    kwargs = sw.kwargs()
+    for k, v in changes.items():
+        (args if k in args else kwargs)[k] = v
+    return args, kwargs
+
+
+@pytest.mark.parametrize("route", ["reference", "ascend:fused"])  # the checks come before any route
+@pytest.mark.parametrize("change,error,name", [
+    ("positions_dtype", TypeError, "positions"),
+    ("state_slots_length", ValueError, "state_slot_mapping"),
+    ("state_slots_dtype", TypeError, "state_slot_mapping"),
+    ("ratio", ValueError, "compress_ratio"),
+    ("kv_width", ValueError, "kv_cache"),
+    ("window_past_table", ValueError, "block_table"),
+    ("slot_past_cache", ValueError, "kv_slot_mapping"),
+])
+def test_bad_input_names_the_argument_and_writes_nothing(route, change, error, name):
+    sw, _ = _case("one", seed=81)
+    T = sw.num_tokens
+    b = sw.base
+    changes = {
+        "positions_dtype": dict(positions=sw.positions.float()),
+        "state_slots_length": dict(state_slot_mapping=sw.state_slot_mapping[:-1]),
+        "state_slots_dtype": dict(state_slot_mapping=sw.state_slot_mapping.float()),
+        "ratio": dict(compress_ratio=100),
+        "kv_width": dict(kv_cache=sw.kv_cache[:, :-1]),
+    }
+    if change == "window_past_table":  # a boundary token whose window ends past its request's table row
+        bad_pos = sw.positions.clone()
+        bad_pos[0] = b.block_table.shape[1] * sw.block_size + 127
+        bad_pos[0] -= (bad_pos[0] + 1) % 128
+        assert (bad_pos[0] + 1) % 128 == 0 and bad_pos[0] // sw.block_size >= b.block_table.shape[1]
+        changes[change] = dict(positions=bad_pos)
+    if change == "slot_past_cache":
+        bad_slots = sw.kv_slot_mapping.clone()
+        bad_slots[expected_boundaries(sw)[0]] = sw.kv_cache.shape[0] * 64
+        changes[change] = dict(kv_slot_mapping=bad_slots)
+    args, kwargs = _bad(sw, **changes[change])
+    before = args["kv_cache"].clone()
+    with pytest.raises(error, match=name):
+        compress_step(*args.values(), **kwargs, route=route, validate=True)
+    assert torch.equal(args["kv_cache"], before), "a bad call wrote into kv_cache"
+    assert T == sw.num_tokens
+
+
+def test_validate_checks_only_the_tokens_that_give_outputs():
+    """validate=True checks only the tokens that give outputs: a non-boundary token with a
+    position past the table and the cos/sin cache is no error."""
+    sw, _ = _case("one", seed=91)
+    sw.positions[2] = 10**6  # not a boundary position, and past the table and the cos/sin cache
+    before = run_step(sw, "reference", validate=True)
+    judge(sw, sw.kv_cache, before, expect_outputs=1)
+
+
+# ---------------------------------------------------------------- graphs
+
+def _fake_capture(monkeypatch):
+    """The planned routes' view of an NPU graph capture (as tests/test_stream_scratch.py does):
+    ``stream_state`` says "capturing", and the scratch handed out is recorded."""
+    from gpgpu_fallback import route as gpgpu_route
+
+    capture = SimpleNamespace(on=False, handed=[])
+
+    def state(device):
+        return 0, "npu-stream-step", capture.on
+
+    def scratch(*args, **kwargs):
+        got = launch.stream_scratch(*args, **kwargs)
+        capture.handed.append((capture.on, got[0]))
+        return got
+
+    for module in (plan_module, gpgpu_route):
+        monkeypatch.setattr(module, "stream_state", state)
+        monkeypatch.setattr(module, "stream_scratch", scratch)
+    return capture
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU tensors run under the interpreter only without a GPU")
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused"])  # the NPU's routes
+def test_npu_graph_stand_in_replay_sequence(route, monkeypatch):
+    """As an NPU graph capture would run it: the captured call gets its own scratch (no host
+    sync, no allocation that depends on the count), and the steps around it are still right."""
+    capture = _fake_capture(monkeypatch)
+    sw = _replay_workload(101)
+    g = torch.Generator().manual_seed(102)
+    step_module.clear_step_plans()
+    launch._SCRATCH.pop((torch.device("cpu"), "npu-stream-step"), None)
+    for k, meant in enumerate(REPLAY_MEANT):
+        capture.on = k == 2
+        _set_step(sw, k, g)
+        before = run_step(sw, route)
+        judge(sw, sw.kv_cache, before, meant)
+    captured = [buf for on, buf in capture.handed if on]
+    eager = [buf for on, buf in capture.handed if not on]
+    assert captured and eager and all(c is not e for c in captured for e in eager)
+    assert len({b.data_ptr() for b in eager}) == 1, "eager steps of one signature changed scratch"
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("route", SYNC_FREE)
+def test_cuda_graph_captured_once_replays_any_step(route):
+    """Capture one call; between replays change positions, slots and state in place so that the
+    step has 0, 1, a few and many boundary tokens: every replay writes the oracle's bytes, nothing else."""
+    sw = _replay_workload(111)
+    g = torch.Generator().manual_seed(112)
+    step_module.clear_step_plans()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        _set_step(sw, 3, g)
+        run_step(sw, route)  # compile, plan
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            compress_step(*sw.args(), **sw.kwargs(), route=route, validate=False)
+    torch.cuda.synchronize()
+    for k, meant in [*enumerate(REPLAY_MEANT), (3, 5), (1, 1)]:
+        _set_step(sw, k, g)
+        start = torch.randint(0, 256, sw.kv_cache.shape, dtype=torch.uint8, generator=g).to(DEVICE)
+        sw.kv_cache.copy_(start)
+        graph.replay()
+        torch.cuda.synchronize()
+        judge(sw, sw.kv_cache, start, meant)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("route", SYNC_FREE)
+def test_cuda_step_makes_no_host_sync(route):
+    """With validate=False a repeat call neither syncs nor allocates: it runs under
+    ``torch.cuda.set_sync_debug_mode("error")`` and leaves the allocator's count alone."""
+    sw, _ = _case("many", seed=121)
+    run_step(sw, route)
+    torch.cuda.synchronize()
+    allocated = torch.cuda.memory_stats()["allocation.all.allocated"]
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        compress_step(*sw.args(), **sw.kwargs(), route=route, validate=False)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.cuda.memory_stats()["allocation.all.allocated"] == allocated
+
+
+def test_decode_spans():
+    spans = decode_spans(64, 8, 128)
+    pos = [p for p, _ in spans]
+    assert len(spans) == 64 and sum((p + 1) % 128 == 0 for p in pos) == 8
+    assert sum((p + 1) % 128 == 0 for p, _ in decode_spans(4, 0, 512)) == 0
+
+
+def test_package_exports_compress_step():
+    assert ascend_kvc.compress_step is compress_step
+
+
+def _compiled_step(state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache,
+                   kv_slot_mapping, kv_cache, state_slot_mapping, route):
+    compress_step(state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache,
+                  kv_slot_mapping, kv_cache, block_size=8, compress_ratio=128,
+                  state_slot_mapping=state_slot_mapping, route=route, validate=False)
+    return kv_cache
+
+
+@pytest.mark.parametrize("route", ["reference", "ascend:fused"])
+def test_compress_step_compiles_in_one_graph(route):
+    """Inside ``torch.compile(fullgraph=True)`` the function calls the registered op (a graph break
+    would be an error); two steps of one shape, the second with other positions, write the truth."""
+    torch._dynamo.reset()
+    compiled = torch.compile(_compiled_step, fullgraph=True, backend="aot_eager")
+    sw = _replay_workload(161)
+    g = torch.Generator().manual_seed(162)
+    for k in (3, 1):
+        _set_step(sw, k, g)
+        before = sw.kv_cache.clone()
+        b = sw.base
+        got = compiled(b.state_cache, sw.token_to_req, sw.positions, b.block_table, b.rms_norm_weight,
+                       b.cos_sin_cache, sw.kv_slot_mapping, sw.kv_cache, sw.state_slot_mapping, route)
+        judge(sw, got, before, REPLAY_MEANT[k])

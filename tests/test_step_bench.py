@@ -1,0 +1,40 @@
+"""``python -m bench.steps`` end to end on interpreter-sized steps (``--small``), and its help."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def test_bench_steps_small(tmp_path):
+    env = dict(os.environ)
+    if DEVICE == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    out = tmp_path / "steps.json"
+    cmd = [sys.executable, "-m", "bench.steps", "--small", "--device", DEVICE, "--routes", "ascend:fused",
+           "--host-calls", "3", "--json", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"device {DEVICE}" in proc.stdout
+    rows = json.loads(out.read_text())["rows"]
+    kinds = {r["kind"] for r in rows}
+    assert kinds == {"decode", "mixed", "official"}
+    assert all(r["check"] == "ok" and r["step_ms"] > 0 and r["indexed_ms"] > 0 for r in rows)
+    assert {r["num_outputs"] for r in rows if r["kind"] == "decode"} == {0, 1}
+    # an empty step launches its search and nothing that does work; a step with outputs launches more
+    by_case = {r["case"]: r for r in rows}
+    assert by_case["decode-R1-B0-C128"]["step_launches"] >= 1
+    if DEVICE == "cpu":
+        assert by_case["decode-R1-B0-C128"]["step_graph_ms"] is None  # no graph off CUDA
+
+
+def test_bench_steps_help():
+    proc = subprocess.run([sys.executable, "-m", "bench.steps", "--help"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "--small" in proc.stdout

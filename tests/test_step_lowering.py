@@ -1,0 +1,59 @@
+"""The step kernels in the Ascend lowering audit (tools/ascend_lowering): the boundary search and
+the planned rungs' counted kernels, at every C, block size and state dtype, reach code generation
+for an Ascend910B3. Skips without the side install, as tests/test_ascend_lowering.py does."""
+
+import os
+
+import pytest
+
+from tools import ascend_lowering as audit
+from tools.ascend_lowering import matrix as mx
+
+
+@pytest.fixture(scope="module")
+def report():
+    try:
+        audit.driver.check_install()
+    except RuntimeError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    return audit.run_audit()
+
+
+def _step_entries(report):
+    return [e for e in report["entries"] if mx.STEP_SUFFIX in e["stage"]]
+
+
+def test_every_step_kernel_reaches_code_generation(report):
+    entries = _step_entries(report)
+    assert {e["stage"] for e in entries} == {f"{s}/step{t}" for s in ("triton-quant", "fused") for t in ("", "/split")}
+    assert len(entries) == 4 * 3 * len(mx.BLOCK_SIZES) * len(mx.STATE_DTYPES)
+    for e in entries:
+        kernels = [report["results"][k] for k in e["kernels"]]
+        names = [r["spec"]["kernel"] for r in kernels]
+        assert names[:2] == list(mx.SEARCH_KERNELS), e  # the search first
+        for r in kernels:
+            assert r["front_end"] and r["compiler"] == audit.CODEGEN, (e, r["spec"], r.get("compiler_message"))
+            cx = r["spec"]["constexprs"]
+            if r["spec"]["kernel"] not in mx.SEARCH_KERNELS:
+                assert cx["COUNTED"] is True and r["spec"]["pointer_types"]["count_ptr"] == "*i32", (e, r["spec"])
+
+
+def test_search_kernels_read_whole_token_tiles(report):
+    """Positions and slots arrive as whole [BLOCK_T] vectors; the count kernel has no scalar loop;
+    the list's scattered store is the list kernel's one scalar loop."""
+    seen = set()
+    for r in report["results"].values():
+        kernel = r["spec"]["kernel"]
+        if kernel not in mx.SEARCH_KERNELS:
+            continue
+        seen.add(kernel)
+        a, block_t = r["analysis"], r["spec"]["constexprs"]["BLOCK_T"]
+        tiles = [c for c in a["copies"] if c["shape"] == f"{block_t}xi64" and not c["in_scalar_loop"]]
+        assert len(tiles) == 3, a  # positions, kv slots, state slots
+        if kernel == "_count_boundaries_kernel":
+            assert a["scalar_loops"] == 0 == a["discrete_accesses"], a
+        else:
+            assert a["scalar_loops"] == 1, a
+    assert seen == set(mx.SEARCH_KERNELS)

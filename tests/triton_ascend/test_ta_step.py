@@ -1,0 +1,92 @@
+"""``compress_step`` on the Ascend routes under triton-ascend 3.2.0's own interpreter.
+
+The boundary search (``ascend_kvc.boundaries``: the prefix sum, the scattered list store) and the
+planned rungs' kernels in their counted form (``COUNTED``: the loop bounds read from the device)
+are new Triton code for an NPU; here they run with the Triton an NPU host compiles. Cases come
+from tests/test_step.py and are judged the same way, by the oracle on boundary tokens derived
+token by token in Python: an empty step, many boundary tokens (with skipped kv and state slots),
+C = 256 at block size 3, a replay sequence of 0, 1, 3, 5 and 0 boundary tokens on the same
+tensors, a step split over 40 vector cores, and a step whose search has three programs (a count
+kernel, then the list).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ascend_kvc import boundaries, step as step_module
+
+from test_step import REPLAY_MEANT, _case, _replay_workload, _set_step, expected_boundaries, judge, run_step
+
+ROUTES = ["ascend", "ascend:fused"]
+SEARCH_KERNELS = {"_count_boundaries_kernel", "_list_boundaries_kernel"}
+LAUNCHED: set[str] = set()
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    from triton.runtime import interpreter
+
+    names: list[str] = []
+    original = interpreter.GridExecutor.__call__
+
+    def call(self, *args, **kwargs):
+        names.append(self.fn.__name__)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(interpreter.GridExecutor, "__call__", call)
+    step_module.clear_step_plans()
+    yield names
+    LAUNCHED.update(names)
+    step_module.clear_step_plans()
+
+
+@pytest.mark.parametrize("case", ["empty", "many", "c256-bs3"])  # one: the replay sequence
+@pytest.mark.parametrize("route", ROUTES)
+def test_step_bytes(route, case, launches):
+    sw, meant = _case(case, seed=201)
+    before = run_step(sw, route)
+    judge(sw, sw.kv_cache, before, meant)
+    assert "_list_boundaries_kernel" in launches
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_replay_sequence(route, launches):
+    sw = _replay_workload(211)
+    g = torch.Generator().manual_seed(212)
+    for k, meant in enumerate(REPLAY_MEANT):
+        _set_step(sw, k, g)
+        before = run_step(sw, route)
+        judge(sw, sw.kv_cache, before, meant)
+    assert len(step_module._STEP_PLANS) == 1
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_split_over_forty_vector_cores(route, launches, monkeypatch):
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
+    step_module.clear_step_plans()
+    sw = _replay_workload(221)
+    g = torch.Generator().manual_seed(222)
+    for k in (1, 2):
+        _set_step(sw, k, g)
+        before = run_step(sw, route)
+        judge(sw, sw.kv_cache, before, REPLAY_MEANT[k])
+    assert "_window_piece_kernel" in launches
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_search_of_three_programs(route, launches, monkeypatch):
+    monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
+    from ascend_kvc.workloads import make_step_workload
+
+    sw = make_step_workload([(0, 1100), (900, 1000)], 128, block_size=16, seed=231, skip_fraction=0.3,
+                            state_slots=True)
+    before = run_step(sw, route)
+    judge(sw, sw.kv_cache, before)
+    assert "_count_boundaries_kernel" in launches and len(expected_boundaries(sw)) >= 2
+
+
+def test_the_search_kernels_ran():
+    """Last in this file: both search kernels ran above under the 3.2 interpreter."""
+    assert SEARCH_KERNELS <= LAUNCHED, f"never ran: {sorted(SEARCH_KERNELS - LAUNCHED)}"
