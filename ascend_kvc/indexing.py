@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from .layout import num_slots as cache_slots
+from .layout import slots_per_page
 
 
 @dataclass
@@ -100,7 +101,8 @@ def plan_outputs(
         ("positions", f"boundary position < compress_ratio - 1 = {C - 1}", bad_pos),
         ("block_table", "window needs a column past block_table's width", bad_col),
         ("block_table", "block id outside state_cache blocks", bad_blk),
-        ("kv_slot_mapping", "slot >= the cache's slots (num_pages * slots per page)", bad_slot),
+        ("kv_slot_mapping", f"slot >= num_pages * {slots_per_page(kv_cache)}" if kv_cache.dtype == torch.uint8
+         else "slot >= the cache's rows of 512", bad_slot),
         ("cos_sin_cache", "(p // C) * C >= cos_sin_cache rows", bad_rope),
     ]
     ok = active

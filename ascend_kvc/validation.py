@@ -25,6 +25,7 @@ from .layout import (
     HEAD_DIM,
     KV_FORMATS,
     OVERLAP_RATIO,
+    PAGE_BYTES,
     PLAIN_RATIOS,
     SLOT_BYTES,
     num_slots,
@@ -137,8 +138,8 @@ def check_scalars(block_size, compress_ratio, rms_norm_eps, kv_format=DEFAULT_KV
     if isinstance(compress_ratio, bool) or not isinstance(compress_ratio, numbers.Integral):
         raise TypeError(f"compress_ratio must be an int, got {type(compress_ratio).__name__}")
     if compress_ratio not in PLAIN_RATIOS:
-        raise ValueError(f"compress_ratio must be one of {COMPRESS_RATIOS} (or {OVERLAP_RATIO}, with or without "
-                         f"overlap), got {compress_ratio}")
+        raise ValueError(f"compress_ratio must be one of {COMPRESS_RATIOS}, got {compress_ratio} ({OVERLAP_RATIO} is "
+                         f"accepted too, with or without overlap)")
     kv_format, overlap = check_format(kv_format, overlap, compress_ratio)
     if (isinstance(rms_norm_eps, bool) or not isinstance(rms_norm_eps, numbers.Real)
             or not math.isfinite(rms_norm_eps) or not RMS_NORM_EPS_MIN <= rms_norm_eps <= RMS_NORM_EPS_MAX):
@@ -174,8 +175,8 @@ def _check_kv_cache(name: str, kv_cache, kv_format: str) -> None:
         raise ValueError(f"{name} must have rank 2, got shape {tuple(kv_cache.shape)}")
     width = kv_cache.shape[1]
     if width < SLOT_BYTES or width % SLOT_BYTES:
-        raise ValueError(f"{name} must have P * {SLOT_BYTES} bytes a page (P >= 1 slots of {SLOT_BYTES} bytes; "
-                         f"64 * {SLOT_BYTES} = {64 * SLOT_BYTES} by default) in dim 1, got shape {tuple(kv_cache.shape)}")
+        raise ValueError(f"{name} must have size {PAGE_BYTES} (64 slots of {SLOT_BYTES} bytes a page) or another "
+                         f"multiple of {SLOT_BYTES} (P >= 1 slots a page) in dim 1, got shape {tuple(kv_cache.shape)}")
 
 
 def _check_out_rows(out: torch.Tensor, kv_format: str) -> None:
