@@ -193,3 +193,30 @@ def test_fuzz_formats_match_the_truth(kv_format, window, slots_per_page, block_s
     got, before = _run(w, inplace=inplace)
     report = check_cache(w.checked_args(), got, before)
     assert report.ok, str(report)
+
+
+def test_overlap_checks_the_older_rows_blocks_and_only_those():
+    """The older rows' blocks are checked (a bad one is refused, naming block_table, or with
+    validate=False the output is skipped); the first window's masked rows need no block."""
+    from ascend_kvc.indexing import plan_for
+    from ascend_kvc.validation import check_values, raise_on_bad_values
+
+    w = _case("int8", 4, True, 45, block_size=4, seed=8)
+    args = w.checked_args()
+    check_values(args)  # p = 3 outputs pool masked rows: nothing to refuse
+    raise_on_bad_values(plan_for(args), args)
+    # Output with p = 11 of request 0: its older rows 4..7 are block column 1, its newer rows column 2.
+    (i,) = ((w.positions[w.boundary_token_indices] == 11) & (w.token_to_req[w.boundary_token_indices] == 0)).nonzero()[0]
+    w.block_table[0, 1] = w.state_cache.shape[0]  # past the state blocks; column 1 is read by p = 7 and p = 11
+    args = w.checked_args()
+    for check in (lambda: check_values(args), lambda: raise_on_bad_values(plan_for(args), args)):
+        with pytest.raises(ValueError, match=r"block_table: output \d+ .*block id outside state_cache"):
+            check()
+    out = w.kv_cache.clone()
+    c128_256_512_compress(*w.args(), out=out, route="reference", validate=False, **w.format_kwargs())
+    report = check_cache(args, out, w.kv_cache)
+    assert report.ok and report.num_outputs_written == w.num_outputs - 2, str(report)
+    slot = int(w.kv_slot_mapping[w.boundary_token_indices[i]])
+    P = w.kv_cache.shape[1] // 584
+    assert torch.equal(out[slot // P, (slot % P) * 576:(slot % P + 1) * 576],
+                       w.kv_cache[slot // P, (slot % P) * 576:(slot % P + 1) * 576]), "a skipped output wrote"
