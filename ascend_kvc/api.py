@@ -33,14 +33,14 @@ def _signature(route, tensors, scalars) -> tuple:
 
 def _compress_in_graph(state_cache, token_to_req, positions, boundary_token_indices, block_table,
                        rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio,
-                       rms_norm_eps, out, route, validate) -> torch.Tensor:
+                       rms_norm_eps, out, route, validate, kv_format, overlap) -> torch.Tensor:
     """The call inside ``torch.compile``: through the registered op, which Dynamo neither traces into
     (the routes log, cache plans and sync) nor breaks the graph on. The metadata checks run at trace
     time on fake tensors, with the eager messages; index values are checked (``validate``) when the
     op runs, and the route logs its choice there too."""
     check_metadata(
         state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
-        cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, out,
+        cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, out, kv_format, overlap,
     )
     if not isinstance(route, str):
         raise TypeError(f"route must be a str, got {type(route).__name__}")
@@ -49,6 +49,7 @@ def _compress_in_graph(state_cache, token_to_req, positions, boundary_token_indi
     torch.ops.ascend_kvc.compress_(
         state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
         cos_sin_cache, kv_slot_mapping, out, block_size, compress_ratio, rms_norm_eps, route, validate,
+        kv_format, overlap,
     )
     return out
 
@@ -70,12 +71,14 @@ def c128_256_512_compress(
     out: torch.Tensor | None = None,
     route: str = "auto",
     validate: bool = True,
+    kv_format: str = "int8",
+    overlap: bool = False,
 ) -> torch.Tensor:
-    """Pool, normalise, quantise and pack one 584-byte KV slot per boundary token.
+    """Pool, normalise, quantise and pack one KV slot per boundary token (584 bytes, or a bf16 row).
 
     Args:
         state_cache: ``[num_state_blocks, block_size, 1024]`` float32 (or bfloat16); a row is 512
-            values, then 512 scores. Any strides.
+            values, then 512 scores (with ``overlap``: ``[..., 2048]``, kv_a, kv_b, score_a, score_b). Any strides.
         token_to_req: ``[num_tokens]`` int32/int64, request of each token.
         positions: ``[num_tokens]`` int64/int32, position of each token in its request.
         boundary_token_indices: ``[num_outputs]`` int64/int32, the tokens that close a window.
@@ -83,9 +86,11 @@ def c128_256_512_compress(
         rms_norm_weight: ``[512]`` bfloat16 (float32 accepted).
         cos_sin_cache: ``[max_pos, 64]`` float32, 32 cos then 32 sin per position.
         kv_slot_mapping: ``[num_tokens]`` int64/int32, destination slot per token; < 0 skips.
-        kv_cache: ``[num_pages, 37376]`` uint8 paged KV cache (64 slots a page).
+        kv_cache: ``[num_pages, P * 584]`` uint8 paged KV cache, ``P >= 1`` slots a page (64:
+            ``[num_pages, 37376]``); for ``kv_format="bf16"`` bfloat16 ``[num_blocks, block_size, 512]``
+            or ``[num_blocks, block_size, 1, 512]``, one slot a row.
         block_size: rows per state block (``state_cache.shape[1]``), any value >= 1.
-        compress_ratio: window length C, one of 128, 256, 512.
+        compress_ratio: window length C, one of 128, 256, 512, or 4 (with or without ``overlap``).
         rms_norm_eps: RMSNorm epsilon.
         out: ``None`` returns a new zeroed tensor shaped like ``kv_cache`` holding only the written
             slots (``kv_cache`` is untouched). A uint8 tensor shaped like ``kv_cache`` (may be
@@ -95,6 +100,14 @@ def c128_256_512_compress(
         validate: check index values before writing (one host sync); two outputs sharing a slot
             are rejected. With ``False`` the kernels skip outputs with out-of-range indices and
             never touch memory outside the tensors; outputs sharing a slot may mix their bytes.
+        kv_format: ``"int8"`` (the default: int8 NOPE values), ``"fp8_e4m3"`` (vLLM's ``fp8_ds_mla``
+            slot: e4m3fn NOPE values, UE8M0 scales) or ``"bf16"`` (vLLM-Ascend's bf16 row).
+        overlap: the overlapping ratio-4 compressor (``compress_ratio=4`` only): each output pools the
+            ``2C`` rows ``p - 2C + 1 .. p``, the older ``C`` through ``kv_a``/``score_a``, the newer
+            through ``kv_b``/``score_b``; rows at negative positions are masked.
+        The Triton routes compute ``kv_format="int8"`` with 64 slots a page and ``C`` in {128, 256,
+        512} without overlap; for anything else a route named explicitly raises
+        ``RouteUnavailableError`` and ``route="auto"`` runs the reference route.
 
     Returns:
         The written cache: ``out`` if given, else the new tensor.
@@ -103,18 +116,19 @@ def c128_256_512_compress(
     if torch.compiler.is_compiling():
         return _compress_in_graph(
             state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
-            cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, out, route, validate)
+            cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, out, route, validate,
+            kv_format, overlap)
     tensors = (state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
                cos_sin_cache, kv_slot_mapping, kv_cache, out)
-    key, launch, pointers = _signature(route, tensors, (block_size, compress_ratio, rms_norm_eps))
+    key, launch, pointers = _signature(route, tensors, (block_size, compress_ratio, rms_norm_eps, kv_format, overlap))
     if launch is not None and not validate:
         return launch(*tensors, pointers)
 
     args = check_metadata(
         state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
-        cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, out,
+        cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, out, kv_format, overlap,
     )
-    chosen = routes.resolve(route, args.device)
+    chosen = routes.for_arguments(route, routes.resolve(route, args.device), args)
     routes.check_can_run(chosen, args.device)
 
     if validate:

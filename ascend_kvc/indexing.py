@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .layout import SLOTS_PER_PAGE
+from .layout import num_slots as cache_slots
+from .layout import slots_per_page
 
 
 @dataclass
@@ -41,11 +42,14 @@ def plan_outputs(
     kv_cache: torch.Tensor,
     block_size: int,
     compress_ratio: int,
+    window: int | None = None,
 ) -> OutputPlan:
     """Resolve every output's indices and check them against every tensor they index.
 
     Outputs whose slot is negative are skipped by contract, so only their boundary index is
-    checked. ``plan.slot`` is -1 for skipped and for invalid outputs.
+    checked. ``plan.slot`` is -1 for skipped and for invalid outputs. ``window``: state rows an
+    output pools (``C`` by default; ``2C`` with overlap, whose rows at negative positions are masked,
+    not read).
     """
     num_tokens = token_to_req.shape[0]
     num_reqs, blocks_per_req = block_table.shape
@@ -71,11 +75,12 @@ def plan_outputs(
     p = torch.clamp(p, min=C - 1)
 
     # Logical block columns the window [p - C + 1, p] touches.
-    first_col = torch.div(p - C + 1, block_size, rounding_mode="floor")
+    W = window or C
+    first_col = torch.div((p - W + 1).clamp(min=0), block_size, rounding_mode="floor")
     last_col = torch.div(p, block_size, rounding_mode="floor")
     bad_col = active & (last_col >= blocks_per_req)
 
-    max_cols = (C - 1) // block_size + 2
+    max_cols = (W - 1) // block_size + 2
     cols = first_col[:, None] + torch.arange(max_cols, device=b.device)
     in_window = cols <= last_col[:, None]
     if blocks_per_req > 0 and num_reqs > 0:
@@ -84,8 +89,7 @@ def plan_outputs(
     else:
         bad_blk = active.clone()
 
-    num_slots = kv_cache.shape[0] * SLOTS_PER_PAGE
-    bad_slot = active & (slot >= num_slots)
+    bad_slot = active & (slot >= cache_slots(kv_cache))
 
     rope_pos = torch.div(p, C, rounding_mode="floor") * C
     bad_rope = active & (rope_pos >= cos_sin_cache.shape[0])
@@ -97,7 +101,8 @@ def plan_outputs(
         ("positions", f"boundary position < compress_ratio - 1 = {C - 1}", bad_pos),
         ("block_table", "window needs a column past block_table's width", bad_col),
         ("block_table", "block id outside state_cache blocks", bad_blk),
-        ("kv_slot_mapping", "slot >= num_pages * 64", bad_slot),
+        ("kv_slot_mapping", f"slot >= num_pages * {slots_per_page(kv_cache)}" if kv_cache.dtype == torch.uint8
+         else "slot >= the cache's rows of 512", bad_slot),
         ("cos_sin_cache", "(p // C) * C >= cos_sin_cache rows", bad_rope),
     ]
     ok = active
@@ -111,15 +116,17 @@ def plan_for(args) -> OutputPlan:
     return plan_outputs(
         args.state_cache, args.token_to_req, args.positions, args.boundary_token_indices,
         args.block_table, args.cos_sin_cache, args.kv_slot_mapping, args.kv_cache,
-        args.block_size, args.compress_ratio,
+        args.block_size, args.compress_ratio, args.window,
     )
 
 
 def window_blocks_and_offsets(
-    plan: OutputPlan, block_table: torch.Tensor, block_size: int, compress_ratio: int
+    plan: OutputPlan, block_table: torch.Tensor, block_size: int, compress_ratio: int, window: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return ``(block [N, C], offset [N, C])`` of every window row; invalid outputs read block 0 row 0."""
-    t = plan.pos[:, None] - compress_ratio + 1 + torch.arange(compress_ratio, device=plan.pos.device)
+    """Return ``(block [N, W], offset [N, W])`` of every window row (``W = window``, default ``C``);
+    invalid outputs, and rows at negative positions (overlap), read block 0 row 0."""
+    W = window or compress_ratio
+    t = plan.pos[:, None] - W + 1 + torch.arange(W, device=plan.pos.device)
     col = torch.div(t, block_size, rounding_mode="floor")
     offset = t - col * block_size
     blocks_per_req = block_table.shape[1]
@@ -127,5 +134,5 @@ def window_blocks_and_offsets(
         zeros = torch.zeros_like(t)
         return zeros, zeros
     block = block_table[plan.req[:, None], col.clamp(0, blocks_per_req - 1)].long()
-    valid = plan.valid[:, None]
+    valid = plan.valid[:, None] & (t >= 0)
     return torch.where(valid, block, 0), torch.where(valid, offset, 0)

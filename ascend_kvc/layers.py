@@ -18,15 +18,17 @@ from .validation import check_flag, check_scalars
 
 
 class CompressorKVWriter(torch.nn.Module):
-    """``forward(...)`` writes one 584-byte slot per boundary token into ``kv_cache`` in place;
+    """``forward(...)`` writes one slot (584 bytes, or a bf16 row) per boundary token into ``kv_cache`` in place;
     ``step(...)`` does the same for one engine step, finding the boundary tokens itself.
 
     Args:
         rms_norm_weight: ``[512]`` bfloat16 (float32 accepted), kept as a buffer.
         cos_sin_cache: ``[max_pos, 64]`` float32, 32 cos then 32 sin per position, kept as a buffer.
         block_size: rows per state block.
-        compress_ratio: window length C, one of 128, 256, 512.
+        compress_ratio: window length C, one of 128, 256, 512, or 4 (with or without ``overlap``).
         rms_norm_eps: RMSNorm epsilon.
+        kv_format: ``"int8"`` (default), ``"fp8_e4m3"`` or ``"bf16"``: the cache this layer writes.
+        overlap: the overlapping ratio-4 compressor (state rows of 2048: kv_a, kv_b, score_a, score_b).
         route: as for ``c128_256_512_compress`` (``"auto"`` picks by the tensors' device).
         validate: check index values on every call (one host sync; not capturable in a CUDA
             graph). Off by default: this is the hot path, where the kernels skip out-of-range
@@ -43,13 +45,15 @@ class CompressorKVWriter(torch.nn.Module):
         rms_norm_eps: float = 1.0e-6,
         route: str = "auto",
         validate: bool = False,
+        kv_format: str = "int8",
+        overlap: bool = False,
     ) -> None:
         super().__init__()
         self.register_buffer("rms_norm_weight", rms_norm_weight)
         self.register_buffer("cos_sin_cache", cos_sin_cache)
         # The function's own checks: 8.9 is not a block size, and the op would coerce validate=None.
-        self.block_size, self.compress_ratio, self.rms_norm_eps = check_scalars(block_size, compress_ratio,
-                                                                                rms_norm_eps)
+        (self.block_size, self.compress_ratio, self.rms_norm_eps, self.kv_format,
+         self.overlap) = check_scalars(block_size, compress_ratio, rms_norm_eps, kv_format, overlap)
         if not isinstance(route, str):
             raise TypeError(f"route must be a str, got {type(route).__name__}")
         self.route = route
@@ -63,12 +67,13 @@ class CompressorKVWriter(torch.nn.Module):
         boundary_token_indices: torch.Tensor,  # [num_outputs] int64/int32
         block_table: torch.Tensor,            # [num_reqs, blocks_per_req] int32/int64
         kv_slot_mapping: torch.Tensor,        # [num_tokens] int64/int32, < 0 skips
-        kv_cache: torch.Tensor,               # [num_pages, 37376] uint8, written in place
+        kv_cache: torch.Tensor,               # [num_pages, P * 584] uint8 (or bf16 rows), written in place
     ) -> torch.Tensor:
         torch.ops.ascend_kvc.compress_(
             state_cache, token_to_req, positions, boundary_token_indices, block_table,
             self.rms_norm_weight, self.cos_sin_cache, kv_slot_mapping, kv_cache,
             self.block_size, self.compress_ratio, self.rms_norm_eps, self.route, self.validate,
+            self.kv_format, self.overlap,
         )
         return kv_cache
 
@@ -79,7 +84,7 @@ class CompressorKVWriter(torch.nn.Module):
         positions: torch.Tensor,              # [num_tokens] int64/int32
         block_table: torch.Tensor,            # [num_reqs, blocks_per_req] int32/int64
         kv_slot_mapping: torch.Tensor,        # [num_tokens] int64/int32, < 0: no output
-        kv_cache: torch.Tensor,               # [num_pages, 37376] uint8, written in place
+        kv_cache: torch.Tensor,               # [num_pages, P * 584] uint8 (or bf16 rows), written in place
         state_slot_mapping: torch.Tensor | None = None,  # [num_tokens] int64/int32, < 0: no output
     ) -> torch.Tensor:
         """One engine step: every token ``t`` of the step with ``(positions[t] + 1) % C == 0``, a
@@ -90,10 +95,11 @@ class CompressorKVWriter(torch.nn.Module):
         torch.ops.ascend_kvc.compress_step_(
             state_cache, token_to_req, positions, block_table, self.rms_norm_weight, self.cos_sin_cache,
             kv_slot_mapping, kv_cache, self.block_size, self.compress_ratio, self.rms_norm_eps, state_slot_mapping,
-            self.route, self.validate,
+            self.route, self.validate, self.kv_format, self.overlap,
         )
         return kv_cache
 
     def extra_repr(self) -> str:
         return (f"block_size={self.block_size}, compress_ratio={self.compress_ratio}, "
-                f"rms_norm_eps={self.rms_norm_eps}, route={self.route!r}, validate={self.validate}")
+                f"rms_norm_eps={self.rms_norm_eps}, route={self.route!r}, validate={self.validate}, "
+                f"kv_format={self.kv_format!r}, overlap={self.overlap}")

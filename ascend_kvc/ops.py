@@ -9,11 +9,12 @@ else::
                           Tensor boundary_token_indices, Tensor block_table, Tensor rms_norm_weight,
                           Tensor cos_sin_cache, Tensor kv_slot_mapping, Tensor(a!) out,
                           int block_size, int compress_ratio, float rms_norm_eps, str route,
-                          bool validate) -> ()
+                          bool validate, str kv_format="int8", bool overlap=False) -> ()
 
-``out`` is the paged KV cache (``[num_pages, 37376]`` uint8), written in place: the op is the
-function's serving form, ``c128_256_512_compress(..., kv_cache=out, out=out, route=route,
-validate=validate)``. For the official "new zeroed cache" form, pass a zeroed tensor as ``out``.
+``out`` is the paged KV cache (``[num_pages, P * 584]`` uint8, or the ``bf16`` format's bfloat16
+rows), written in place: the op is the function's serving form, ``c128_256_512_compress(...,
+kv_cache=out, out=out, route=route, validate=validate, kv_format=kv_format, overlap=overlap)``.
+``kv_format`` and ``overlap`` have defaults, so a caller of the earlier schema keeps working. For the official "new zeroed cache" form, pass a zeroed tensor as ``out``.
 
 Registration happens when this module is imported, which ``import ascend_kvc`` does: defining a
 schema and four kernels in the dispatcher is a few hundred microseconds of pure bookkeeping. It
@@ -29,7 +30,7 @@ its own boundary tokens on the device; with ``validate=False`` capturable in a g
                                Tensor block_table, Tensor rms_norm_weight, Tensor cos_sin_cache,
                                Tensor kv_slot_mapping, Tensor(a!) kv_cache, int block_size,
                                int compress_ratio, float rms_norm_eps, Tensor? state_slot_mapping,
-                               str route, bool validate) -> ()
+                               str route, bool validate, str kv_format="int8", bool overlap=False) -> ()
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ SCHEMA = (
     "(Tensor state_cache, Tensor token_to_req, Tensor positions, Tensor boundary_token_indices, "
     "Tensor block_table, Tensor rms_norm_weight, Tensor cos_sin_cache, Tensor kv_slot_mapping, "
     "Tensor(a!) out, int block_size, int compress_ratio, float rms_norm_eps, str route, "
-    "bool validate) -> ()"
+    "bool validate, str kv_format=\"int8\", bool overlap=False) -> ()"
 )
 # CPU (reference route, or the Triton interpreter), CUDA, and Ascend NPUs: torch-npu's "npu"
 # device is PyTorch's PrivateUse1 backend.
@@ -57,7 +58,8 @@ STEP_QUALNAME = f"{NAMESPACE}::{STEP_OP_NAME}"
 STEP_SCHEMA = (
     "(Tensor state_cache, Tensor token_to_req, Tensor positions, Tensor block_table, Tensor rms_norm_weight, "
     "Tensor cos_sin_cache, Tensor kv_slot_mapping, Tensor(a!) kv_cache, int block_size, int compress_ratio, "
-    "float rms_norm_eps, Tensor? state_slot_mapping, str route, bool validate) -> ()"
+    "float rms_norm_eps, Tensor? state_slot_mapping, str route, bool validate, str kv_format=\"int8\", "
+    "bool overlap=False) -> ()"
 )
 
 
@@ -76,23 +78,26 @@ def _compress_kernel(
     rms_norm_eps: float,
     route: str,
     validate: bool,
+    kv_format: str = "int8",
+    overlap: bool = False,
 ) -> None:
     c128_256_512_compress(
         state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
         cos_sin_cache, kv_slot_mapping, out, block_size, compress_ratio, rms_norm_eps,
-        out=out, route=route, validate=validate,
+        out=out, route=route, validate=validate, kv_format=kv_format, overlap=overlap,
     )
 
 
 def _compress_fake(
     state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
     cos_sin_cache, kv_slot_mapping, out, block_size, compress_ratio, rms_norm_eps, route, validate,
+    kv_format="int8", overlap=False,
 ) -> None:
     # Shapes, dtypes and devices only (no values exist here): bad metadata fails at trace time,
     # with the same message as in eager mode.
     check_metadata(
         state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
-        cos_sin_cache, kv_slot_mapping, out, block_size, compress_ratio, rms_norm_eps, out,
+        cos_sin_cache, kv_slot_mapping, out, block_size, compress_ratio, rms_norm_eps, out, kv_format, overlap,
     )
 
 
@@ -111,20 +116,23 @@ def _compress_step_kernel(
     state_slot_mapping: torch.Tensor | None,
     route: str,
     validate: bool,
+    kv_format: str = "int8",
+    overlap: bool = False,
 ) -> None:
     compress_step(
         state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache,
         block_size=block_size, compress_ratio=compress_ratio, rms_norm_eps=rms_norm_eps,
-        state_slot_mapping=state_slot_mapping, route=route, validate=validate,
+        state_slot_mapping=state_slot_mapping, route=route, validate=validate, kv_format=kv_format, overlap=overlap,
     )
 
 
 def _compress_step_fake(
     state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache,
-    block_size, compress_ratio, rms_norm_eps, state_slot_mapping, route, validate,
+    block_size, compress_ratio, rms_norm_eps, state_slot_mapping, route, validate, kv_format="int8", overlap=False,
 ) -> None:
     check_step_metadata(state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache,
-                        kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, state_slot_mapping)
+                        kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, state_slot_mapping,
+                        kv_format, overlap)
 
 
 _LIBRARY: torch.library.Library | None = None

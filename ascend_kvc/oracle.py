@@ -23,6 +23,15 @@ of squares, y or a RoPE product reaching ``RANGE_LIMIT = 2^127``, or a NaN anywh
 are not judged: the contract promises nothing for their bytes but that they stay in their own
 slot. ``OracleReport.out_of_range`` counts them; which outputs they are depends on the inputs only.
 
+The cache formats (docs/CONTRACT.md, "Cache formats") are judged the same way: ``fp8_e4m3``
+values by the oracle's own e4m3 rounding (``e4m3_round_f64``, nearest even, subnormals kept,
+bits by integer arithmetic; never torch's float8 conversion) at the slot's written scale, whose
+exponent interval is taken against 448 instead of 127; the ``bf16`` format's 512 values each
+within the bf16 rounding of their interval. A nonzero e4m3 value's sign is its truth's sign, and
+so is a zero's when the whole interval lies on one side of 0 (``-tiny`` is ``0x80``). Every slot
+address follows the cache's ``P`` slots a page. With overlap, the window is ``2C`` rows whose
+rows at negative positions are masked.
+
 Placement, pad and untouched bytes are always exact. The bytes shown in messages are the
 truth's own: the float64 values rounded once (``Truth.expected``). Two written outputs sharing a
 slot (possible with ``validate=False`` only) make each byte of that slot acceptable if it is
@@ -31,12 +40,19 @@ acceptable for any of the writers. Tests and benchmarks both use this module.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
 
 from .layout import (
     AMAX_FLOOR,
+    BF16_ROW,
+    BF16_ROW_BYTES,
+    E4M3_EXPONENT_BIAS,
+    E4M3_MANTISSA_BITS,
+    E4M3_MIN_NORMAL_EXPONENT,
+    FP8_MAX,
     HEAD_DIM,
     NOPE_DIM,
     NOPE_GROUPS,
@@ -46,9 +62,11 @@ from .layout import (
     ROPE_PAIRS,
     SCALE_BIAS,
     SCALE_BYTES,
-    SCALE_REGION,
     SLOT_BYTES,
-    SLOTS_PER_PAGE,
+    format_qmax,
+    num_slots,
+    slots_per_page,
+    window_rows,
 )
 
 REL_TOL = 1.0e-5  # relative to the value itself
@@ -92,23 +110,73 @@ def bf16_round_f64(x: torch.Tensor) -> torch.Tensor:
     return torch.round(x / ulp) * ulp  # x / ulp is exact; torch.round rounds half to even
 
 
-def scale_exponent_f64(amax: torch.Tensor) -> torch.Tensor:
-    """``ceil(log2(max(amax, 1e-4) / 127))`` as float64, without a logarithm.
+def e4m3_round_f64(x: torch.Tensor) -> torch.Tensor:
+    """Round float64 ``x`` with ``|x| <= 448`` to the nearest OCP e4m3fn value (ties to even), as float64.
 
-    It is the least integer ``e`` with ``127 * 2^e >= a``. For ``a = m * 2^k``, ``m in [0.5, 1)``,
-    ``127 * 2^(k-8) < 2^(k-1) <= a < 2^k < 127 * 2^(k-6)``, so ``e`` is ``k - 7`` or ``k - 6``, and
-    one exact comparison (``ldexp`` of an integer) decides which.
+    A normal value ``1.mmm * 2^E`` (``E >= -6``) keeps 4 significant bits, so its step is
+    ``2^(E - 3)``; below ``2^-6`` the subnormals are spaced ``2^-9`` apart. The sign of a value that
+    rounds to zero is kept (``-tiny`` becomes ``-0``).
+    """
+    _, k = torch.frexp(x)  # |x| = m * 2^k, m in [0.5, 1): E = k - 1
+    ulp = torch.ldexp(torch.ones_like(x), (k - 1).clamp_min(E4M3_MIN_NORMAL_EXPONENT) - E4M3_MANTISSA_BITS)
+    return torch.round(x / ulp) * ulp
+
+
+def e4m3_bits(values: torch.Tensor) -> torch.Tensor:
+    """e4m3-exact float64 -> int64 bit patterns ``s eeee mmm`` (bias 7; exponent field 0: subnormal)."""
+    sign = torch.signbit(values).long() << 7
+    a = values.abs()
+    _, k = torch.frexp(a)
+    normal = a >= 2.0**E4M3_MIN_NORMAL_EXPONENT
+    field_e = torch.where(normal, k - 1 + E4M3_EXPONENT_BIAS, torch.zeros_like(k)).long()
+    mant = torch.where(normal, torch.ldexp(a, 1 - k) * 8 - 8, a * 2.0**(E4M3_MANTISSA_BITS - E4M3_MIN_NORMAL_EXPONENT))
+    return sign | (field_e << E4M3_MANTISSA_BITS) | mant.long()
+
+
+def e4m3_value(byte: torch.Tensor) -> torch.Tensor:
+    """uint8 e4m3fn bit patterns -> float64 values (``0x7f``/``0xff`` are NaN; ``0x80`` is -0)."""
+    b = byte.long()
+    e, m = (b >> 3) & 0xF, (b & 7).double()
+    mag = torch.where(e == 0, m * 2.0**-9, torch.ldexp(1 + m / 8, e - E4M3_EXPONENT_BIAS))
+    mag = torch.where((e == 15) & (b & 7 == 7), torch.full_like(mag, float("nan")), mag)
+    return torch.where(b & 0x80 != 0, -mag, mag)
+
+
+def scale_exponent_f64(amax: torch.Tensor, qmax: float = QMAX) -> torch.Tensor:
+    """``ceil(log2(max(amax, 1e-4) / qmax))`` as float64, without a logarithm.
+
+    It is the least integer ``e`` with ``qmax * 2^e >= a``. With ``a = m * 2^k`` and
+    ``qmax = q * 2^j`` (``m, q in [0.5, 1)``): ``qmax * 2^(k-j-1) < 2^(k-1) <= a < 2^k <=
+    qmax * 2^(k-j+1)``, so ``e`` is ``k - j`` or ``k - j + 1``, and one exact comparison (``ldexp``
+    of ``qmax``) decides which. ``qmax`` is 127 (int8) or 448 (e4m3).
     """
     a = amax.clamp_min(AMAX_FLOOR)
     _, k = torch.frexp(a)
-    low = (k - 7).to(torch.float64)
-    return torch.where(torch.ldexp(torch.full_like(a, float(QMAX)), k - 7) >= a, low, low + 1)
+    j = math.frexp(qmax)[1]
+    low = (k - j).to(torch.float64)
+    return torch.where(torch.ldexp(torch.full_like(a, float(qmax)), k - j) >= a, low, low + 1)
 
 
 def bf16_le_bytes(values: torch.Tensor) -> torch.Tensor:
     """bf16-exact float64 ``[..., K]`` -> ``[..., 2K]`` uint8, each value's bits low byte first."""
     bits = values.to(torch.bfloat16).view(torch.int16).to(torch.int32) & 0xFFFF  # exact: already bf16
     return torch.stack([bits & 0xFF, bits >> 8], dim=-1).flatten(-2).to(torch.uint8)
+
+
+def _bf16_values(le_bytes: torch.Tensor) -> torch.Tensor:
+    """``[..., 2K]`` uint8 little-endian bf16 -> ``[..., K]`` float64."""
+    bits = le_bytes[..., 0::2].to(torch.int32) | (le_bytes[..., 1::2].to(torch.int32) << 8)
+    bits = torch.where(bits >= 0x8000, bits - 0x10000, bits).to(torch.int16)
+    return bits.view(torch.bfloat16).to(torch.float64)
+
+
+def _quantise(z: torch.Tensor, exponent: torch.Tensor, kv_format: str) -> torch.Tensor:
+    """``z [M, 7, 64]`` at the scale ``2^exponent [M, 7]``: int8 (clamp to 127, truncate) or e4m3
+    (clamp to 448, round to nearest even), as float64."""
+    scaled = z * torch.exp2(-exponent)[..., None]
+    if kv_format == "fp8_e4m3":
+        return e4m3_round_f64(torch.clamp(scaled, -FP8_MAX, FP8_MAX))
+    return torch.trunc(torch.clamp(scaled, -QMAX, QMAX))
 
 
 # --- which outputs are written, and where ---------------------------------------------------------
@@ -118,36 +186,41 @@ class _Resolved:
     written: torch.Tensor  # [N] bool: every index in range and slot >= 0
     slot: torch.Tensor  # [N] int64
     pos: torch.Tensor  # [N] int64
-    block: torch.Tensor  # [N, C] int64: physical block of each window row (0 where not written)
-    row: torch.Tensor  # [N, C] int64: row inside that block
+    block: torch.Tensor  # [N, W] int64: physical block of each window row (0 where not written or masked)
+    row: torch.Tensor  # [N, W] int64: row inside that block
+    present: torch.Tensor  # [N, W] bool: the row's position is >= 0 (overlap masks the others)
 
 
 def _resolve(args) -> _Resolved:
     """Follow every output's indices through the tensors, row by row of its window."""
     C, bs = args.compress_ratio, args.block_size
+    W = window_rows(C, getattr(args, "overlap", False))
     b = args.boundary_token_indices.long()
     dev = b.device
     n = b.shape[0]
     num_tokens = args.token_to_req.shape[0]
     num_reqs, width = args.block_table.shape
     if num_tokens == 0 or num_reqs == 0 or width == 0 or args.state_cache.shape[0] == 0:
-        zeros = torch.zeros(n, C, dtype=torch.long, device=dev)
-        return _Resolved(torch.zeros(n, dtype=torch.bool, device=dev), zeros[:, 0] - 1, zeros[:, 0], zeros, zeros)
+        zeros = torch.zeros(n, W, dtype=torch.long, device=dev)
+        return _Resolved(torch.zeros(n, dtype=torch.bool, device=dev), zeros[:, 0] - 1, zeros[:, 0], zeros, zeros,
+                         zeros.bool())
     in_tokens = (b >= 0) & (b < num_tokens)
     tok = torch.where(in_tokens, b, torch.zeros_like(b))
     slot = args.kv_slot_mapping.long()[tok]
     req = args.token_to_req.long()[tok]
     pos = args.positions.long()[tok]
-    written = in_tokens & (slot >= 0) & (slot < args.kv_cache.shape[0] * SLOTS_PER_PAGE)
+    written = in_tokens & (slot >= 0) & (slot < num_slots(args.kv_cache))
     written &= (req >= 0) & (req < num_reqs)
     written &= (pos >= C - 1) & (torch.div(pos, C, rounding_mode="floor") * C < args.cos_sin_cache.shape[0])
-    t = pos[:, None] - (C - 1) + torch.arange(C, device=dev)  # [N, C] window positions
+    t = pos[:, None] - (W - 1) + torch.arange(W, device=dev)  # [N, W] window positions
+    present = t >= 0
     col = torch.div(t, bs, rounding_mode="floor")
-    written &= ((col >= 0) & (col < width)).all(dim=1)
+    written &= ((col >= 0) & (col < width) | ~present).all(dim=1)
     block = args.block_table.long()[req.clamp(0, num_reqs - 1)[:, None], col.clamp(0, width - 1)]
-    written &= ((block >= 0) & (block < args.state_cache.shape[0])).all(dim=1)
-    keep = written[:, None]
-    return _Resolved(written, slot, pos, torch.where(keep, block, 0), torch.where(keep, t - col * bs, 0))
+    written &= ((block >= 0) & (block < args.state_cache.shape[0]) | ~present).all(dim=1)
+    keep = written[:, None] & present
+    return _Resolved(written, slot, pos, torch.where(keep, block, 0), torch.where(keep, t - col * bs, 0),
+                     present & written[:, None])
 
 
 # --- the truth -----------------------------------------------------------------------------------
@@ -157,13 +230,13 @@ class Truth:
     """The float64 truth of every written output, as intervals of acceptable results.
 
     Each value is known to within a tolerance (the spread two correct fp32 implementations can
-    have); every bf16/int8 result any point of that interval rounds to is acceptable. Where the
+    have); every bf16/int8/e4m3 result any point of that interval rounds to is acceptable. Where the
     interval holds one result, only that exact byte pattern passes.
     """
 
     outputs: torch.Tensor  # [M] indices of written outputs
     slots: torch.Tensor  # [M]
-    expected: torch.Tensor  # [M, 584] uint8: the float64 values rounded once
+    expected: torch.Tensor  # [M, 584] uint8 (bf16 format: [M, 1024]): the float64 values rounded once
     z_lo: torch.Tensor  # [M, 448] float64: bf16 z interval of each NOPE value
     z_hi: torch.Tensor
     e_lo: torch.Tensor  # [M, 7] float64: scale exponent interval of each group
@@ -171,26 +244,42 @@ class Truth:
     rope_lo: torch.Tensor  # [M, 64] float64: bf16 interval of each rotated value
     rope_hi: torch.Tensor
     in_range: torch.Tensor  # [M] bool: inside float32's range, so judged (docs/CONTRACT.md, "Range")
+    kv_format: str = "int8"
+    slots_per_page: int = 64
 
     def ambiguous_elements(self) -> int:
         judged = self.in_range[:, None]
-        return int(((self.z_lo != self.z_hi) & judged).sum() + ((self.e_lo != self.e_hi) & judged).sum()
+        scales = 0 if self.kv_format == "bf16" else ((self.e_lo != self.e_hi) & judged).sum()
+        return int(((self.z_lo != self.z_hi) & judged).sum() + scales
                    + ((self.rope_lo != self.rope_hi) & judged).sum())
 
 
 def _pooled_f64(args, res: _Resolved, outputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(c, sum_j w_j |v_j|, max_d sum_j |v_j[d]|)`` in float64 for ``outputs``, window by window in
     bounded chunks. The last bounds every partial sum a float32 softmax accumulation can form
-    (its weights are at most 1)."""
+    (its weights are at most 1).
+
+    With overlap the window's older ``C`` rows give ``kv_a``/``score_a`` (state columns 0..511 and
+    1024..1535), its newer ``C`` rows ``kv_b``/``score_b`` (512..1023 and 1536..2047); rows at negative
+    positions count as score ``-inf``, value 0."""
     C = args.compress_ratio
+    overlap = getattr(args, "overlap", False)
+    W = window_rows(C, overlap)
     c = torch.empty(outputs.numel(), HEAD_DIM, dtype=torch.float64, device=outputs.device)
     mag = torch.empty_like(c)
     window_sum = torch.empty(outputs.numel(), dtype=torch.float64, device=outputs.device)
-    step = max(1, _ROWS_PER_CHUNK // C)
+    step = max(1, _ROWS_PER_CHUNK // W)
     for start in range(0, outputs.numel(), step):
         idx = outputs[start:start + step]
-        rows = args.state_cache[res.block[idx], res.row[idx]].to(torch.float64)  # [n, C, 1024]
-        values, scores = rows[..., :HEAD_DIM], rows[..., HEAD_DIM:]
+        rows = args.state_cache[res.block[idx], res.row[idx]].to(torch.float64)  # [n, W, 1024 or 2048]
+        if overlap:
+            values = torch.cat([rows[:, :C, :HEAD_DIM], rows[:, C:, HEAD_DIM:2 * HEAD_DIM]], dim=1)
+            scores = torch.cat([rows[:, :C, 2 * HEAD_DIM:3 * HEAD_DIM], rows[:, C:, 3 * HEAD_DIM:]], dim=1)
+            present = res.present[idx][..., None]
+            values = torch.where(present, values, 0.0)
+            scores = torch.where(present, scores, float("-inf"))
+        else:
+            values, scores = rows[..., :HEAD_DIM], rows[..., HEAD_DIM:]
         e = torch.exp(scores - scores.amax(dim=1, keepdim=True))
         weights = e / e.sum(dim=1, keepdim=True)
         c[start:start + step] = (weights * values).sum(dim=1)
@@ -201,6 +290,7 @@ def _pooled_f64(args, res: _Resolved, outputs: torch.Tensor) -> tuple[torch.Tens
 
 def compute_truth(args) -> Truth:
     """The float64 truth of every output the contract says is written (``args``: checked arguments)."""
+    kv_format = getattr(args, "kv_format", "int8")
     res = _resolve(args)
     outputs = res.written.nonzero().squeeze(1)
     c, c_mag, window_sum = _pooled_f64(args, res, outputs)
@@ -208,19 +298,21 @@ def compute_truth(args) -> Truth:
     sum_sq = (c * c).sum(dim=1, keepdim=True)
     rrms = 1.0 / torch.sqrt(sum_sq / HEAD_DIM + args.rms_norm_eps)
     y = c * rrms * weight
-    tol = REL_TOL * y.abs() + SUM_TOL_PER_SQRT_TERM * args.compress_ratio ** 0.5 * c_mag * rrms * weight.abs()
+    terms = window_rows(args.compress_ratio, getattr(args, "overlap", False))
+    tol = REL_TOL * y.abs() + SUM_TOL_PER_SQRT_TERM * terms ** 0.5 * c_mag * rrms * weight.abs()
 
-    # NOPE: bf16 z, one power-of-two exponent per 64-dim group, truncating int8.
+    # NOPE: bf16 z, one power-of-two exponent per 64-dim group, int8 (truncating) or e4m3 (nearest even).
+    qmax = format_qmax(kv_format)
     y_nope, t_nope = y[:, :NOPE_DIM], tol[:, :NOPE_DIM]
     z = bf16_round_f64(y_nope)
     z_lo, z_hi = bf16_round_f64(y_nope - t_nope), bf16_round_f64(y_nope + t_nope)
     straddles = (z_lo <= 0) & (z_hi >= 0)
     abs_lo = torch.where(straddles, torch.zeros_like(z_lo), torch.minimum(z_lo.abs(), z_hi.abs()))
     abs_hi = torch.maximum(z_lo.abs(), z_hi.abs())
-    e_lo = scale_exponent_f64(abs_lo.view(-1, NOPE_GROUPS, QUANT_GROUP).amax(dim=-1))
-    e_hi = scale_exponent_f64(abs_hi.view(-1, NOPE_GROUPS, QUANT_GROUP).amax(dim=-1))
-    e = scale_exponent_f64(z.abs().view(-1, NOPE_GROUPS, QUANT_GROUP).amax(dim=-1))
-    q = torch.trunc(torch.clamp(z.view(-1, NOPE_GROUPS, QUANT_GROUP) * torch.exp2(-e)[..., None], -QMAX, QMAX))
+    e_lo = scale_exponent_f64(abs_lo.view(-1, NOPE_GROUPS, QUANT_GROUP).amax(dim=-1), qmax)
+    e_hi = scale_exponent_f64(abs_hi.view(-1, NOPE_GROUPS, QUANT_GROUP).amax(dim=-1), qmax)
+    e = scale_exponent_f64(z.abs().view(-1, NOPE_GROUPS, QUANT_GROUP).amax(dim=-1), qmax)
+    q = _quantise(z.view(-1, NOPE_GROUPS, QUANT_GROUP), e, kv_format)
 
     # RoPE: GPT-J pairs (448 + 2k, 449 + 2k) rotated by the angle of row (p // C) * C.
     rope_row = torch.div(res.pos[outputs], args.compress_ratio, rounding_mode="floor") * args.compress_ratio
@@ -238,49 +330,81 @@ def compute_truth(args) -> Truth:
     rope_tol = rope_tol + REL_TOL * rope.abs()
 
     m = outputs.numel()
-    expected = torch.zeros(m, SLOT_BYTES, dtype=torch.uint8, device=outputs.device)
-    expected[:, :NOPE_DIM] = q.view(m, NOPE_DIM).to(torch.int16).bitwise_and(0xFF).to(torch.uint8)
-    expected[:, NOPE_DIM:PAYLOAD_BYTES] = bf16_le_bytes(bf16_round_f64(rope))
-    expected[:, PAYLOAD_BYTES:PAYLOAD_BYTES + NOPE_GROUPS] = torch.clamp(e + SCALE_BIAS, 0, 255).to(torch.uint8)
+    if kv_format == "bf16":
+        expected = bf16_le_bytes(torch.cat([z, bf16_round_f64(rope)], dim=1))  # [M, 1024]
+    else:
+        expected = torch.zeros(m, SLOT_BYTES, dtype=torch.uint8, device=outputs.device)
+        nope = e4m3_bits(q) if kv_format == "fp8_e4m3" else q.to(torch.int16).bitwise_and(0xFF)
+        expected[:, :NOPE_DIM] = nope.view(m, NOPE_DIM).to(torch.uint8)
+        expected[:, NOPE_DIM:PAYLOAD_BYTES] = bf16_le_bytes(bf16_round_f64(rope))
+        expected[:, PAYLOAD_BYTES:PAYLOAD_BYTES + NOPE_GROUPS] = torch.clamp(e + SCALE_BIAS, 0, 255).to(torch.uint8)
     return Truth(
         outputs=outputs, slots=res.slot[outputs], expected=expected,
         z_lo=z_lo, z_hi=z_hi, e_lo=e_lo, e_hi=e_hi,
         rope_lo=bf16_round_f64(rope - rope_tol), rope_hi=bf16_round_f64(rope + rope_tol), in_range=in_range,
+        kv_format=kv_format, slots_per_page=slots_per_page(args.kv_cache),
     )
 
 
 # --- judging a written cache -----------------------------------------------------------------------
 
-def slot_columns(slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(page [M, 1], columns [M, 584])`` of each slot: payload bytes, then scale bytes."""
-    page = torch.div(slots, SLOTS_PER_PAGE, rounding_mode="floor")
-    o = slots - page * SLOTS_PER_PAGE
+def slot_columns(slots: torch.Tensor, slots_per_page: int = 64, kv_format: str = "int8") -> tuple[torch.Tensor, torch.Tensor]:
+    """``(row [M, 1], columns [M, W])`` of each slot in the cache's byte rows (``cache_bytes``): for
+    the 584-byte formats the page and its payload bytes, then its scale bytes; for bf16 the slot's
+    own row of 1024 bytes."""
+    if kv_format == "bf16":
+        return slots[:, None], torch.arange(BF16_ROW_BYTES, device=slots.device).expand(slots.numel(), -1)
+    page = torch.div(slots, slots_per_page, rounding_mode="floor")
+    o = slots - page * slots_per_page
     payload = (o * PAYLOAD_BYTES)[:, None] + torch.arange(PAYLOAD_BYTES, device=slots.device)
-    scales = (SCALE_REGION + o * SCALE_BYTES)[:, None] + torch.arange(SCALE_BYTES, device=slots.device)
+    scales = (slots_per_page * PAYLOAD_BYTES + o * SCALE_BYTES)[:, None] + torch.arange(SCALE_BYTES, device=slots.device)
     return page[:, None], torch.cat([payload, scales], dim=1)
 
 
-def _acceptable(slot_bytes: torch.Tensor, truth: Truth, writer_scale: bool = False) -> torch.Tensor:
-    """[M, 584] bool: whether each byte belongs to a value inside its truth interval.
+def cache_bytes(cache: torch.Tensor) -> torch.Tensor:
+    """A cache as 2-D uint8 rows: a uint8 page cache itself; a bf16 cache as ``[slots, 1024]`` bytes."""
+    if cache.dtype == torch.bfloat16:
+        return cache.contiguous().view(-1, BF16_ROW).view(torch.uint8)
+    return cache
 
-    int8 values are judged at the scale written in the slot; with ``writer_scale`` (a slot that
-    several outputs wrote, whose bytes may mix) at any scale of their own output's interval.
+
+def _sign_ok(got_values: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """An e4m3 value's sign bit must be its interval's when the interval lies on one side of 0
+    (its rounded ends share a sign bit, so ``-tiny`` must be written ``-0``, ``0x80``)."""
+    lo_neg, hi_neg = torch.signbit(lo), torch.signbit(hi)
+    return (lo_neg != hi_neg) | (torch.signbit(got_values) == lo_neg)
+
+
+def _acceptable(slot_bytes: torch.Tensor, truth: Truth, writer_scale: bool = False) -> torch.Tensor:
+    """[M, 584] (bf16: [M, 1024]) bool: whether each byte belongs to a value inside its truth interval.
+
+    int8 and e4m3 values are judged at the scale written in the slot; with ``writer_scale`` (a slot
+    that several outputs wrote, whose bytes may mix) at any scale of their own output's interval.
     """
     ok = torch.zeros_like(slot_bytes, dtype=torch.bool)
+    if truth.kv_format == "bf16":
+        values = _bf16_values(slot_bytes)  # [M, 512]
+        nope_ok = (values[:, :NOPE_DIM] >= truth.z_lo) & (values[:, :NOPE_DIM] <= truth.z_hi)
+        rope_ok = (values[:, NOPE_DIM:] >= truth.rope_lo) & (values[:, NOPE_DIM:] <= truth.rope_hi)
+        return torch.cat([nope_ok, rope_ok], dim=1).repeat_interleave(2, dim=1)
     # Scales: the exponent within its interval; the pad byte exactly 0.
     scale_cols = slice(PAYLOAD_BYTES, PAYLOAD_BYTES + NOPE_GROUPS)
     e = slot_bytes[:, scale_cols].to(torch.float64) - SCALE_BIAS
     scale_ok = (e >= truth.e_lo) & (e <= truth.e_hi)
     ok[:, scale_cols] = scale_ok
     ok[:, PAYLOAD_BYTES + NOPE_GROUPS :] = slot_bytes[:, PAYLOAD_BYTES + NOPE_GROUPS :] == 0
-    # int8 values: inside the interval the z interval quantises to, at the slot's own scale.
-    q = slot_bytes[:, :NOPE_DIM].view(torch.int8).to(torch.float64).view(-1, NOPE_GROUPS, QUANT_GROUP)
+    # NOPE values: inside the interval the z interval quantises to, at the slot's own scale.
+    nope = slot_bytes[:, :NOPE_DIM]
+    if truth.kv_format == "fp8_e4m3":
+        q = e4m3_value(nope).view(-1, NOPE_GROUPS, QUANT_GROUP)
+    else:
+        q = nope.view(torch.int8).to(torch.float64).view(-1, NOPE_GROUPS, QUANT_GROUP)
 
     def quantised_within(exponent):
-        inv = torch.exp2(-exponent)[:, :, None]
-        q_lo = torch.trunc(torch.clamp(truth.z_lo.view_as(q) * inv, -QMAX, QMAX))
-        q_hi = torch.trunc(torch.clamp(truth.z_hi.view_as(q) * inv, -QMAX, QMAX))
-        return (q >= q_lo) & (q <= q_hi)
+        q_lo = _quantise(truth.z_lo.view_as(q), exponent, truth.kv_format)
+        q_hi = _quantise(truth.z_hi.view_as(q), exponent, truth.kv_format)
+        inside = (q >= q_lo) & (q <= q_hi)
+        return inside & _sign_ok(q, q_lo, q_hi) if truth.kv_format == "fp8_e4m3" else inside
 
     if writer_scale:
         q_ok = quantised_within(truth.e_lo) | quantised_within(truth.e_hi)
@@ -288,10 +412,7 @@ def _acceptable(slot_bytes: torch.Tensor, truth: Truth, writer_scale: bool = Fal
         q_ok = quantised_within(e) & scale_ok[:, :, None]
     ok[:, :NOPE_DIM] = q_ok.view(-1, NOPE_DIM)
     # bf16 RoPE values, little-endian: inside their interval (NaN never is).
-    lo, hi = slot_bytes[:, NOPE_DIM:PAYLOAD_BYTES:2].to(torch.int32), slot_bytes[:, NOPE_DIM + 1:PAYLOAD_BYTES:2].to(torch.int32)
-    bits = lo | (hi << 8)
-    bits = torch.where(bits >= 0x8000, bits - 0x10000, bits).to(torch.int16)
-    rope = bits.view(torch.bfloat16).to(torch.float64)
+    rope = _bf16_values(slot_bytes[:, NOPE_DIM:PAYLOAD_BYTES])
     rope_ok = (rope >= truth.rope_lo) & (rope <= truth.rope_hi)
     ok[:, NOPE_DIM:PAYLOAD_BYTES] = rope_ok.repeat_interleave(2, dim=1)
     return ok
@@ -299,6 +420,11 @@ def _acceptable(slot_bytes: torch.Tensor, truth: Truth, writer_scale: bool = Fal
 
 def _truth_of(truth: Truth, i: int, j: int) -> str:
     """What the float64 truth allows for byte ``j`` of written output ``i``, for messages."""
+    if truth.kv_format == "bf16":
+        k = j // 2
+        lo, hi = (truth.z_lo, truth.z_hi) if k < NOPE_DIM else (truth.rope_lo, truth.rope_hi)
+        k = k if k < NOPE_DIM else k - NOPE_DIM
+        return f" (bf16 value in [{lo[i, k].item():.6g}, {hi[i, k].item():.6g}])"
     if j < NOPE_DIM:
         return f" (bf16 z in [{truth.z_lo[i, j].item():.6g}, {truth.z_hi[i, j].item():.6g}])"
     if j < PAYLOAD_BYTES:
@@ -310,9 +436,11 @@ def _truth_of(truth: Truth, i: int, j: int) -> str:
     return " (pad byte)"
 
 
-def _region(j: int) -> str:
+def _region(j: int, kv_format: str = "int8") -> str:
+    if kv_format == "bf16":
+        return "bf16 NOPE" if j < 2 * NOPE_DIM else "bf16 RoPE"
     if j < NOPE_DIM:
-        return "int8 NOPE"
+        return "e4m3 NOPE" if kv_format == "fp8_e4m3" else "int8 NOPE"
     if j < PAYLOAD_BYTES:
         return "bf16 RoPE"
     return "scale" if j < PAYLOAD_BYTES + NOPE_GROUPS else "pad"
@@ -325,8 +453,10 @@ def check_cache(args, got: torch.Tensor, before: torch.Tensor, truth: Truth | No
     for an in-place write. Every byte outside the written slots must keep its ``before`` value.
     """
     truth = truth or compute_truth(args)
+    got, before = cache_bytes(got), cache_bytes(before)
+    width = truth.expected.shape[1]
     notes = []
-    page, cols = slot_columns(truth.slots)
+    page, cols = slot_columns(truth.slots, truth.slots_per_page, truth.kv_format)
     got_slots = got[page, cols]
     judged = truth.in_range[:, None]
     bad_in_slots = ~_acceptable(got_slots, truth) & judged
@@ -343,8 +473,8 @@ def check_cache(args, got: torch.Tensor, before: torch.Tensor, truth: Truth | No
         shared = (counts > 1)[inverse]
         bad_mixed = ~_acceptable(got_slots, truth, writer_scale=True) & judged
         bad_in_slots = torch.where(shared[:, None], bad_mixed, bad_in_slots)
-        still_bad = torch.ones(unique.numel(), SLOT_BYTES, dtype=torch.int32, device=got.device)
-        still_bad.scatter_reduce_(0, inverse[:, None].expand(-1, SLOT_BYTES), bad_in_slots.to(torch.int32), "amin")
+        still_bad = torch.ones(unique.numel(), width, dtype=torch.int32, device=got.device)
+        still_bad.scatter_reduce_(0, inverse[:, None].expand(-1, width), bad_in_slots.to(torch.int32), "amin")
         first_writer = torch.arange(inverse.numel(), device=got.device) == _first_index(inverse)
         bad_in_slots = still_bad[inverse].bool() & first_writer[:, None]  # count each slot once
 
@@ -360,14 +490,20 @@ def check_cache(args, got: torch.Tensor, before: torch.Tensor, truth: Truth | No
         differing = bad_in_slots & (got_slots != truth.expected)
         i, j = (differing if bool(differing.any()) else bad_in_slots).nonzero()[0].tolist()
         first = (
-            f"output {truth.outputs[i].item()} (slot {truth.slots[i].item()}) byte {j} [{_region(j)}]: "
-            f"got {got_slots[i, j].item()}, expected {truth.expected[i, j].item()}{_truth_of(truth, i, j)}"
+            f"output {truth.outputs[i].item()} (slot {truth.slots[i].item()}) byte {j} "
+            f"[{_region(j, truth.kv_format)}]: got {got_slots[i, j].item()}, expected {truth.expected[i, j].item()}"
+            f"{_truth_of(truth, i, j)}"
         )
     elif bool(bad_outside.any()):
         p, c = bad_outside.nonzero()[0].tolist()
-        in_page = c // PAYLOAD_BYTES if c < SCALE_REGION else (c - SCALE_REGION) // SCALE_BYTES
+        P = truth.slots_per_page
+        if truth.kv_format == "bf16":
+            where = f"slot {p}"
+        else:
+            in_page = c // PAYLOAD_BYTES if c < P * PAYLOAD_BYTES else (c - P * PAYLOAD_BYTES) // SCALE_BYTES
+            where = f"slot {p * P + in_page}"
         first = (
-            f"byte [{p}, {c}] (slot {p * SLOTS_PER_PAGE + in_page}) is not a written slot's byte but changed: "
+            f"byte [{p}, {c}] ({where}) is not a written slot's byte but changed: "
             f"got {got[p, c].item()}, expected {before[p, c].item()}"
         )
     return OracleReport(

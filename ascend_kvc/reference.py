@@ -2,8 +2,12 @@
 
 It materialises the ``[N, C, 1024]`` window, takes the softmax over the window and reduces it,
 exactly as the competition's PyTorch baseline does; every speed-up in this project is measured
-against it. It imports no Triton and can compute in float64 (``dtype=torch.float64``), which the
-test oracle uses as the truth.
+against it. It imports no Triton and can compute in float64 (``dtype=torch.float64``).
+
+It implements every cache format (``int8``, ``fp8_e4m3``, ``bf16``), any slots per page and the
+overlapping ratio-4 compressor (a ``[N, 2C, 2048]`` window whose older rows give ``kv_a``/``score_a``
+and newer rows ``kv_b``/``score_b``, rows at negative positions masked). The e4m3 bytes come from
+torch's ``float8_e4m3fn`` conversion (round to nearest even), which the oracle does not use.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import torch
 from .indexing import OutputPlan, plan_for, window_blocks_and_offsets
 from .layout import (
     AMAX_FLOOR,
+    BF16_ROW,
+    FP8_MAX,
     HEAD_DIM,
     NOPE_DIM,
     NOPE_GROUPS,
@@ -22,19 +28,37 @@ from .layout import (
     SCALE_BIAS,
     SCALE_BYTES,
     slot_byte_columns,
+    slots_per_page,
+    window_rows,
 )
 
 
 def gather_window(
-    state_cache: torch.Tensor, plan: OutputPlan, block_table: torch.Tensor, block_size: int, compress_ratio: int
+    state_cache: torch.Tensor, plan: OutputPlan, block_table: torch.Tensor, block_size: int, compress_ratio: int,
+    overlap: bool = False,
 ) -> torch.Tensor:
-    """Return the ``[N, C, 1024]`` window rows (invalid outputs get block 0's first row)."""
-    block, offset = window_blocks_and_offsets(plan, block_table, block_size, compress_ratio)
+    """Return the window rows, ``[N, C, 1024]`` (with overlap ``[N, 2C, 2048]``; invalid outputs and
+    rows at negative positions get block 0's first row)."""
+    window = window_rows(compress_ratio, overlap)
+    block, offset = window_blocks_and_offsets(plan, block_table, block_size, compress_ratio, window)
     return state_cache[block, offset]
 
 
+def overlap_window(rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """``[N, 2C, 2048]`` overlap rows -> ``[N, 2C, 1024]`` rows of (values, scores): the older ``C``
+    rows' ``kv_a``/``score_a``, the newer ``C`` rows' ``kv_b``/``score_b``; a row at a negative
+    position (``p - 2C + 1 + j < 0``) becomes value 0, score ``-inf``."""
+    C = rows.shape[1] // 2
+    older = torch.cat([rows[:, :C, :HEAD_DIM], rows[:, :C, 2 * HEAD_DIM:3 * HEAD_DIM]], dim=2)
+    newer = torch.cat([rows[:, C:, HEAD_DIM:2 * HEAD_DIM], rows[:, C:, 3 * HEAD_DIM:]], dim=2)
+    both = torch.cat([older, newer], dim=1)
+    t = pos[:, None] - 2 * C + 1 + torch.arange(2 * C, device=pos.device)  # [N, 2C]
+    masked = torch.tensor([0.0] * HEAD_DIM + [float("-inf")] * HEAD_DIM, dtype=rows.dtype, device=rows.device)
+    return torch.where((t >= 0)[..., None], both, masked)
+
+
 def pool_window(rows: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Per-dimension softmax over the window, then the weighted sum: ``[N, C, 1024] -> [N, 512]``."""
+    """Per-dimension softmax over the window, then the weighted sum: ``[N, W, 1024] -> [N, 512]``."""
     rows = rows.to(dtype)
     values, scores = rows[..., :HEAD_DIM], rows[..., HEAD_DIM:]
     return (values * torch.softmax(scores, dim=1)).sum(dim=1)
@@ -78,6 +102,23 @@ def _pow2_exponent_from_bits(amax: torch.Tensor) -> torch.Tensor:
     return torch.where(amax < AMAX_FLOOR, torch.full_like(e, -20), e)
 
 
+def quantize_nope_e4m3(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """NOPE dims -> ``(e4m3fn bytes [N, 448] uint8, exponents [N, 7])`` (vLLM's ``fp8_ds_mla`` slot).
+
+    ``z`` is ``y`` rounded to bf16; each 64-dim group gets ``2^e`` with ``e`` the least integer
+    with ``448 * 2^e >= max(amax, 1e-4)``, found exactly from ``frexp`` (``ceil(log2(amax / 448))``
+    without a logarithm); each value is ``clamp(z * 2^-e, -448, 448)`` converted by torch to
+    ``float8_e4m3fn`` (round to nearest even).
+    """
+    z = y[:, :NOPE_DIM].to(torch.bfloat16).to(torch.float32).view(-1, NOPE_GROUPS, QUANT_GROUP)
+    a = z.abs().amax(dim=-1, keepdim=True).clamp_min(AMAX_FLOOR)
+    _, k = torch.frexp(a)  # a = m 2^k, m in [0.5, 1); 448 = 0.875 * 2^9, so e is k - 9 or k - 8
+    exponent = torch.where(torch.ldexp(torch.full_like(a, FP8_MAX), k - 9) >= a, k - 9, k - 8)
+    scaled = torch.clamp(z * torch.ldexp(torch.ones_like(a), -exponent), -FP8_MAX, FP8_MAX)
+    q = scaled.to(torch.float8_e4m3fn).view(torch.uint8)
+    return q.view(-1, NOPE_DIM), exponent.to(torch.float32).view(-1, NOPE_GROUPS)
+
+
 def rotate_rope(y: torch.Tensor, rope_pos: torch.Tensor, cos_sin_cache: torch.Tensor) -> torch.Tensor:
     """GPT-J interleaved RoPE of dims 448..511 at position ``rope_pos``: ``[N, 64]`` in ``y``'s dtype."""
     if cos_sin_cache.shape[0] == 0:  # no row exists, so every output is invalid: rotate by zeros
@@ -89,10 +130,15 @@ def rotate_rope(y: torch.Tensor, rope_pos: torch.Tensor, cos_sin_cache: torch.Te
 
 
 def pack_slot_bytes(
-    y: torch.Tensor, rope_pos: torch.Tensor, cos_sin_cache: torch.Tensor, exact_exponent: bool = False
+    y: torch.Tensor, rope_pos: torch.Tensor, cos_sin_cache: torch.Tensor, exact_exponent: bool = False,
+    kv_format: str = "int8",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Normalised ``y [N, 512]`` -> ``(payload [N, 576] uint8, scales [N, 8] uint8)``."""
-    q, exponent = quantize_nope(y, exact_exponent)
+    """Normalised ``y [N, 512]`` -> ``(payload [N, 576] uint8, scales [N, 8] uint8)`` of an ``int8``
+    or ``fp8_e4m3`` slot."""
+    if kv_format == "fp8_e4m3":
+        q, exponent = quantize_nope_e4m3(y)
+    else:
+        q, exponent = quantize_nope(y, exact_exponent)
     rope = rotate_rope(y, rope_pos, cos_sin_cache).to(torch.bfloat16)
     payload = torch.cat([q.view(torch.uint8), rope.contiguous().view(torch.uint8)], dim=1)
     scales = torch.zeros(y.shape[0], SCALE_BYTES, dtype=torch.uint8, device=y.device)
@@ -100,12 +146,26 @@ def pack_slot_bytes(
     return payload, scales
 
 
+def pack_bf16_row(y: torch.Tensor, rope_pos: torch.Tensor, cos_sin_cache: torch.Tensor) -> torch.Tensor:
+    """Normalised ``y [N, 512]`` -> the ``bf16`` format's rows ``[N, 512]`` bfloat16: the NOPE dims
+    of ``y`` and the rotated RoPE dims, each rounded to bf16 (nearest even)."""
+    rope = rotate_rope(y, rope_pos, cos_sin_cache)
+    return torch.cat([y[:, :NOPE_DIM], rope], dim=1).to(torch.bfloat16)
+
+
+def scatter_bf16_rows(kv_cache: torch.Tensor, slots: torch.Tensor, rows: torch.Tensor) -> None:
+    """Write each output's row into row ``slot`` of ``kv_cache.view(-1, 512)``; slot < 0 is skipped."""
+    idx = (slots >= 0).nonzero().squeeze(1)  # one host sync, as for the byte scatter
+    kv_cache.view(-1, BF16_ROW)[slots[idx]] = rows[idx]
+
+
 def scatter_slot_bytes(
     kv_cache: torch.Tensor, slots: torch.Tensor, payload: torch.Tensor, scales: torch.Tensor
 ) -> None:
-    """Write each output's 584 bytes into its slot with an index_put; outputs with slot < 0 are skipped."""
+    """Write each output's 584 bytes into its slot with an index_put; outputs with slot < 0 are
+    skipped. The page width says how many slots a page holds."""
     keep = slots >= 0
-    page, columns = slot_byte_columns(torch.where(keep, slots, 0))
+    page, columns = slot_byte_columns(torch.where(keep, slots, 0), slots_per_page(kv_cache))
     data = torch.cat([payload, scales], dim=1)
     # Dropping the skipped outputs needs their count: one host sync, which the baseline affords.
     idx = keep.nonzero().squeeze(1)
@@ -122,20 +182,25 @@ def compress(
     compress_ratio: int,
     rms_norm_eps: float,
     dtype: torch.dtype = torch.float32,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The whole computation before the scatter: ``(y [N, 512], payload [N, 576], scales [N, 8])``."""
-    rows = gather_window(state_cache, plan, block_table, block_size, compress_ratio)
-    y = rms_norm(pool_window(rows, dtype), rms_norm_weight, rms_norm_eps)
-    payload, scales = pack_slot_bytes(y, plan.rope_pos, cos_sin_cache)
-    return y, payload, scales
+    overlap: bool = False,
+) -> torch.Tensor:
+    """The pooled and normalised ``y [N, 512]`` of every output."""
+    rows = gather_window(state_cache, plan, block_table, block_size, compress_ratio, overlap)
+    if overlap:
+        rows = overlap_window(rows, plan.pos)
+    return rms_norm(pool_window(rows, dtype), rms_norm_weight, rms_norm_eps)
 
 
 def run(args, route_name: str, plan: OutputPlan | None, out: torch.Tensor) -> None:
     """Route entry point: compute every output and write the valid ones into ``out``."""
     if plan is None:
         plan = plan_for(args)
-    _, payload, scales = compress(
+    y = compress(
         args.state_cache, plan, args.block_table, args.rms_norm_weight, args.cos_sin_cache,
-        args.block_size, args.compress_ratio, args.rms_norm_eps,
+        args.block_size, args.compress_ratio, args.rms_norm_eps, overlap=args.overlap,
     )
+    if args.kv_format == "bf16":
+        scatter_bf16_rows(out, plan.slot, pack_bf16_row(y, plan.rope_pos, args.cos_sin_cache))
+        return
+    payload, scales = pack_slot_bytes(y, plan.rope_pos, args.cos_sin_cache, kv_format=args.kv_format)
     scatter_slot_bytes(out, plan.slot, payload, scales)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .layout import COMPRESS_RATIOS, DEFAULT_KV_FORMAT, SLOTS_PER_PAGE
+
 logger = logging.getLogger("ascend_kvc")
 
 
@@ -112,6 +114,49 @@ def check_can_run(route: Route, device: torch.device) -> None:
             raise RouteUnavailableError(f"route {route.name!r} does not run on {device_type} tensors: {why}")
     if device.type not in ("cpu", "cuda", "npu", "xpu"):
         raise RouteUnavailableError(f"route {route.name!r} has no Triton backend for device type {device.type!r}")
+
+
+def unsupported(route: Route, args) -> str:
+    """Why ``route`` cannot compute these checked arguments' cache format, or ``""`` when it can.
+
+    The reference route computes every format, any slots per page and the overlapping ratio-4
+    compressor. The Triton routes compute the int8 slot with 64 slots a page and a ratio of 128, 256
+    or 512 without overlap.
+    """
+    if not route.uses_triton:
+        return ""
+    problems = []
+    if args.kv_format != DEFAULT_KV_FORMAT:
+        problems.append(f"kv_format={args.kv_format!r} (only 'int8')")
+    if args.overlap:
+        problems.append("overlap=True (not yet)")
+    elif args.compress_ratio not in COMPRESS_RATIOS:
+        problems.append(f"compress_ratio={args.compress_ratio} (only {COMPRESS_RATIOS})")
+    if args.kv_format != "bf16" and args.slots_per_page != SLOTS_PER_PAGE:
+        problems.append(f"kv_cache with {args.slots_per_page} slots a page (width {args.kv_cache.shape[1]}; only "
+                        f"{SLOTS_PER_PAGE} slots, width {SLOTS_PER_PAGE * 584})")
+    if not problems:
+        return ""
+    return f"route {route.name!r} cannot compute " + ", ".join(problems) + "; route='reference' computes every format"
+
+
+@functools.lru_cache(maxsize=None)
+def _announce_fallback(device_type: str, name: str, reason: str) -> None:
+    logger.info("ascend_kvc: route='auto' on %s tensors runs route 'reference' instead of %r: %s",
+                device_type, name, reason)
+
+
+def for_arguments(requested: str, chosen: Route, args) -> Route:
+    """``chosen`` if it computes these arguments' format; for ``route='auto'`` the reference route
+    otherwise (said once in the log); for a route asked by name, ``RouteUnavailableError`` with the
+    reason (it names ``kv_format``, ``overlap``, ``compress_ratio`` or ``kv_cache``)."""
+    reason = unsupported(chosen, args)
+    if not reason:
+        return chosen
+    if requested == "auto":
+        _announce_fallback(args.device.type, chosen.name, reason)
+        return ROUTES["reference"]
+    raise RouteUnavailableError(reason)
 
 
 @functools.lru_cache(maxsize=None)

@@ -64,28 +64,31 @@ def _check_state_slots(state_slot_mapping, positions: torch.Tensor) -> torch.Ten
 
 
 def check_step_metadata(state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache,
-                        kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, state_slot_mapping):
+                        kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, state_slot_mapping,
+                        kv_format="int8", overlap=False):
     """``(args, state_slots)``: the operator's metadata checks (``kv_cache`` written in place), with
     ``positions`` standing for ``boundary_token_indices`` (a step's outputs are at most its
     tokens), and the state slot mapping checked and contiguous (``None`` if not given)."""
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"positions must be a torch.Tensor, got {type(positions).__name__}")
     args = check_metadata(state_cache, token_to_req, positions, positions, block_table, rms_norm_weight,
-                          cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, kv_cache)
+                          cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, kv_cache,
+                          kv_format, overlap)
     return args, _check_state_slots(state_slot_mapping, args.positions)
 
 
 def _step_in_graph(state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache,
                    kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, state_slot_mapping,
-                   route, validate) -> None:
+                   route, validate, kv_format, overlap) -> None:
     """Inside ``torch.compile``: the registered op, opaque to Dynamo (``ops``)."""
     check_step_metadata(state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache,
-                        kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, state_slot_mapping)
+                        kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, state_slot_mapping,
+                        kv_format, overlap)
     if not isinstance(route, str):
         raise TypeError(f"route must be a str, got {type(route).__name__}")
     torch.ops.ascend_kvc.compress_step_(
         state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache, kv_slot_mapping,
-        kv_cache, block_size, compress_ratio, rms_norm_eps, state_slot_mapping, route, validate)
+        kv_cache, block_size, compress_ratio, rms_norm_eps, state_slot_mapping, route, validate, kv_format, overlap)
 
 
 def compress_step(
@@ -104,6 +107,8 @@ def compress_step(
     state_slot_mapping: torch.Tensor | None = None,
     route: str = "auto",
     validate: bool = True,
+    kv_format: str = "int8",
+    overlap: bool = False,
 ) -> None:
     """Write the compressed KV slot of every boundary token of one engine step into ``kv_cache``.
 
@@ -120,9 +125,11 @@ def compress_step(
         rms_norm_weight: ``[512]`` bfloat16 (float32 accepted).
         cos_sin_cache: ``[max_pos, 64]`` float32, 32 cos then 32 sin per position.
         kv_slot_mapping: ``[num_tokens]`` int64/int32, destination slot per token; < 0 gives no output.
-        kv_cache: ``[num_pages, 37376]`` uint8, written in place (rows may be strided, not overlapping).
+        kv_cache: ``[num_pages, P * 584]`` uint8 (64 slots: ``[num_pages, 37376]``), or the ``bf16``
+            format's bfloat16 ``[num_blocks, block_size(, 1), 512]``; written in place (rows may be
+            strided, not overlapping).
         block_size: rows per state block (``state_cache.shape[1]``), any value >= 1.
-        compress_ratio: window length C, one of 128, 256, 512.
+        compress_ratio: window length C, one of 128, 256, 512, or 4 (with or without ``overlap``).
         rms_norm_eps: RMSNorm epsilon.
         state_slot_mapping: ``[num_tokens]`` int64/int32 or ``None``; a token whose entry is < 0
             (padding, a request without compressor state) gives no output.
@@ -133,12 +140,14 @@ def compress_step(
             naming the argument, before anything is written. With ``False``, on the device-search
             routes: no host sync, no allocation that depends on the outputs, capturable in a graph;
             tokens with out-of-range indices are skipped, and nothing outside the tensors is touched.
+        kv_format, overlap: as for ``c128_256_512_compress`` (a route that cannot compute them raises
+            ``RouteUnavailableError`` when named, and ``"auto"`` runs the reference route).
     """
     check_flag("validate", validate)
     if torch.compiler.is_compiling():
         _step_in_graph(state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache,
                        kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, state_slot_mapping,
-                       route, validate)
+                       route, validate, kv_format, overlap)
         return
     # Argument 3 of a step plan is the state slot mapping (the kv slot mapping when there is none).
     slots3 = kv_slot_mapping if state_slot_mapping is None else state_slot_mapping
@@ -146,7 +155,8 @@ def compress_step(
                kv_slot_mapping, kv_cache)
     key, plan, pointers = None, None, None
     try:
-        sig, pointers = call_signature(tensors, (block_size, compress_ratio, rms_norm_eps, state_slot_mapping is None))
+        sig, pointers = call_signature(tensors, (block_size, compress_ratio, rms_norm_eps, state_slot_mapping is None,
+                                                        kv_format, overlap))
         key = (route, sig)
         plan = _STEP_PLANS.get(key)
     except (AttributeError, TypeError, RuntimeError):  # not plain tensors, unhashable: no plan
@@ -157,8 +167,8 @@ def compress_step(
 
     args, state_slots = check_step_metadata(
         state_cache, token_to_req, positions, block_table, rms_norm_weight, cos_sin_cache, kv_slot_mapping,
-        kv_cache, block_size, compress_ratio, rms_norm_eps, state_slot_mapping)
-    chosen = routes.resolve(route, args.device)
+        kv_cache, block_size, compress_ratio, rms_norm_eps, state_slot_mapping, kv_format, overlap)
+    chosen = routes.for_arguments(route, routes.resolve(route, args.device), args)
     routes.check_can_run(chosen, args.device)
 
     boundary = None
@@ -190,7 +200,8 @@ def compress_step(
         boundary = boundary_tokens(args.positions, args.kv_slot_mapping, args.compress_ratio, state_slots)
     c128_256_512_compress(args.state_cache, args.token_to_req, args.positions, boundary, args.block_table,
                           args.rms_norm_weight, args.cos_sin_cache, args.kv_slot_mapping, kv_cache, args.block_size,
-                          args.compress_ratio, args.rms_norm_eps, out=kv_cache, route=chosen.name, validate=False)
+                          args.compress_ratio, args.rms_norm_eps, out=kv_cache, route=chosen.name, validate=False,
+                          kv_format=args.kv_format, overlap=args.overlap)
 
 
 def _with_boundaries(args, boundary: torch.Tensor):

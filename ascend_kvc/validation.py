@@ -17,7 +17,22 @@ from dataclasses import dataclass
 import torch
 
 from .indexing import OutputPlan, plan_for
-from .layout import COMPRESS_RATIOS, COS_SIN_WIDTH, HEAD_DIM, PAGE_BYTES, SLOTS_PER_PAGE, STATE_WIDTH
+from .layout import (
+    BF16_ROW,
+    COMPRESS_RATIOS,
+    COS_SIN_WIDTH,
+    DEFAULT_KV_FORMAT,
+    HEAD_DIM,
+    KV_FORMATS,
+    OVERLAP_RATIO,
+    PAGE_BYTES,
+    PLAIN_RATIOS,
+    SLOT_BYTES,
+    num_slots,
+    slots_per_page,
+    state_width,
+    window_rows,
+)
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
@@ -38,10 +53,26 @@ class CompressArgs:
     block_size: int
     compress_ratio: int
     rms_norm_eps: float
+    kv_format: str = DEFAULT_KV_FORMAT
+    overlap: bool = False
 
     @property
     def device(self) -> torch.device:
         return self.state_cache.device
+
+    @property
+    def window(self) -> int:
+        """State rows one output pools: ``C``, or ``2C`` with overlap."""
+        return window_rows(self.compress_ratio, self.overlap)
+
+    @property
+    def slots_per_page(self) -> int:
+        """``P``: slots in one page row of a 584-byte-format cache (1 for bf16 rows)."""
+        return slots_per_page(self.kv_cache)
+
+    @property
+    def num_slots(self) -> int:
+        return num_slots(self.kv_cache)
 
     @property
     def num_outputs(self) -> int:
@@ -84,20 +115,37 @@ RMS_NORM_EPS_MIN = 2.0**-126
 RMS_NORM_EPS_MAX = float(torch.finfo(torch.float32).max)
 
 
-def check_scalars(block_size, compress_ratio, rms_norm_eps) -> tuple[int, int, float]:
-    """``block_size``, ``compress_ratio`` and ``rms_norm_eps`` as the operator takes them (the layer
-    checks its own with this too): ints that are ints, not floats or bools; an eps in float32's
-    normal range, ``[RMS_NORM_EPS_MIN, RMS_NORM_EPS_MAX]``."""
+def check_format(kv_format, overlap, compress_ratio) -> tuple[str, bool]:
+    """``kv_format`` one of ``KV_FORMATS``; ``overlap`` a bool, only with ``compress_ratio == 4``."""
+    if not isinstance(kv_format, str):
+        raise TypeError(f"kv_format must be a str, got {type(kv_format).__name__}")
+    if kv_format not in KV_FORMATS:
+        raise ValueError(f"kv_format must be one of {KV_FORMATS}, got {kv_format!r}")
+    overlap = check_flag("overlap", overlap)
+    if overlap and compress_ratio != OVERLAP_RATIO:
+        raise ValueError(f"overlap=True needs compress_ratio={OVERLAP_RATIO} (the overlapping compressor), "
+                         f"got compress_ratio={compress_ratio}")
+    return kv_format, overlap
+
+
+def check_scalars(block_size, compress_ratio, rms_norm_eps, kv_format=DEFAULT_KV_FORMAT,
+                  overlap=False) -> tuple[int, int, float, str, bool]:
+    """``block_size``, ``compress_ratio``, ``rms_norm_eps``, ``kv_format`` and ``overlap`` as the
+    operator takes them (the layer checks its own with this too): ints that are ints, not floats or
+    bools; an eps in float32's normal range, ``[RMS_NORM_EPS_MIN, RMS_NORM_EPS_MAX]``; a known
+    format; ``overlap`` a bool and only with ratio 4."""
     block_size = _int("block_size", block_size, 1)
     if isinstance(compress_ratio, bool) or not isinstance(compress_ratio, numbers.Integral):
         raise TypeError(f"compress_ratio must be an int, got {type(compress_ratio).__name__}")
-    if compress_ratio not in COMPRESS_RATIOS:
-        raise ValueError(f"compress_ratio must be one of {COMPRESS_RATIOS}, got {compress_ratio}")
+    if compress_ratio not in PLAIN_RATIOS:
+        raise ValueError(f"compress_ratio must be one of {COMPRESS_RATIOS}, got {compress_ratio} ({OVERLAP_RATIO} is "
+                         f"accepted too, with or without overlap)")
+    kv_format, overlap = check_format(kv_format, overlap, compress_ratio)
     if (isinstance(rms_norm_eps, bool) or not isinstance(rms_norm_eps, numbers.Real)
             or not math.isfinite(rms_norm_eps) or not RMS_NORM_EPS_MIN <= rms_norm_eps <= RMS_NORM_EPS_MAX):
         raise ValueError(f"rms_norm_eps must be a finite float >= 2**-126 (the smallest normal float32) and "
                          f"<= {RMS_NORM_EPS_MAX!r} (the largest), got {rms_norm_eps!r}")
-    return block_size, int(compress_ratio), float(rms_norm_eps)
+    return block_size, int(compress_ratio), float(rms_norm_eps), kv_format, overlap
 
 
 def check_flag(name: str, value) -> bool:
@@ -107,13 +155,64 @@ def check_flag(name: str, value) -> bool:
     return value
 
 
+def _check_kv_cache(name: str, kv_cache, kv_format: str) -> None:
+    """The cache's dtype and shape for ``kv_format`` (docs/CONTRACT.md, "Cache formats")."""
+    if not isinstance(kv_cache, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(kv_cache).__name__}")
+    if kv_format == "bf16":
+        if kv_cache.dtype != torch.bfloat16:
+            raise TypeError(f"{name} must have dtype bfloat16 for kv_format='bf16', got "
+                            f"{str(kv_cache.dtype).replace('torch.', '')}")
+        if kv_cache.dim() not in (3, 4) or kv_cache.shape[-1] != BF16_ROW or (
+                kv_cache.dim() == 4 and kv_cache.shape[2] != 1):
+            raise ValueError(f"{name} must be shaped [num_blocks, block_size, {BF16_ROW}] or "
+                             f"[num_blocks, block_size, 1, {BF16_ROW}] for kv_format='bf16', got {tuple(kv_cache.shape)}")
+        return
+    if kv_cache.dtype != torch.uint8:
+        raise TypeError(f"{name} must have dtype uint8 for kv_format={kv_format!r}, got "
+                        f"{str(kv_cache.dtype).replace('torch.', '')}")
+    if kv_cache.dim() != 2:
+        raise ValueError(f"{name} must have rank 2, got shape {tuple(kv_cache.shape)}")
+    width = kv_cache.shape[1]
+    if width < SLOT_BYTES or width % SLOT_BYTES:
+        raise ValueError(f"{name} must have size {PAGE_BYTES} (64 slots of {SLOT_BYTES} bytes a page) or another "
+                         f"multiple of {SLOT_BYTES} (P >= 1 slots a page) in dim 1, got shape {tuple(kv_cache.shape)}")
+
+
+def _check_out_rows(out: torch.Tensor, kv_format: str) -> None:
+    """``out``'s rows (pages, or bf16 rows of 512) are contiguous and do not overlap."""
+    if kv_format == "bf16":
+        try:
+            rows = out.view(-1, BF16_ROW)
+        except RuntimeError:
+            raise ValueError(f"out must be viewable as [-1, {BF16_ROW}] rows (kv_format='bf16'), got shape "
+                             f"{tuple(out.shape)} with strides {out.stride()}") from None
+        if rows.stride(1) != 1 or (rows.shape[0] > 1 and rows.stride(0) < BF16_ROW):
+            raise ValueError(f"out must have contiguous, non-overlapping rows of {BF16_ROW} values "
+                             f"(kv_format='bf16'), got strides {out.stride()}")
+        return
+    if out.stride(1) != 1:
+        raise ValueError(f"out must have contiguous rows (stride 1 in dim 1), got strides {out.stride()}")
+    if out.shape[0] > 1 and out.stride(0) < out.shape[1]:  # page.expand(n, -1), say: aliased pages
+        raise ValueError(f"out must not have overlapping rows (stride(0) >= {out.shape[1]} when it has more than "
+                         f"one row), got strides {out.stride()}")
+
+
 def check_metadata(
     state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
     cos_sin_cache, kv_slot_mapping, kv_cache, block_size, compress_ratio, rms_norm_eps, out,
+    kv_format=DEFAULT_KV_FORMAT, overlap=False,
 ) -> CompressArgs:
     """Check dtypes, ranks, widths, devices and scalar arguments; return the normalised arguments."""
+    # The scalars first: the state width and the cache's shape depend on overlap and kv_format.
+    block_size, compress_ratio, rms_norm_eps, kv_format, overlap = check_scalars(
+        block_size, compress_ratio, rms_norm_eps, kv_format, overlap)
     _tensor("state_cache", state_cache, (torch.float32, torch.bfloat16), 3)
-    _width("state_cache", state_cache, 2, STATE_WIDTH)
+    if state_cache.shape[2] != state_width(overlap):
+        what = ("[kv_a 512 | kv_b 512 | score_a 512 | score_b 512] with overlap=True" if overlap
+                else "512 values, then 512 scores")
+        raise ValueError(f"state_cache must have size {state_width(overlap)} in dim 2 ({what}), got shape "
+                         f"{tuple(state_cache.shape)}")
     _tensor("token_to_req", token_to_req, _INDEX_DTYPES, 1)
     _tensor("positions", positions, _INDEX_DTYPES, 1)
     _tensor("boundary_token_indices", boundary_token_indices, _INDEX_DTYPES, 1)
@@ -123,10 +222,8 @@ def check_metadata(
     _tensor("cos_sin_cache", cos_sin_cache, (torch.float32,), 2)
     _width("cos_sin_cache", cos_sin_cache, 1, COS_SIN_WIDTH)
     _tensor("kv_slot_mapping", kv_slot_mapping, _INDEX_DTYPES, 1)
-    _tensor("kv_cache", kv_cache, (torch.uint8,), 2)
-    _width("kv_cache", kv_cache, 1, PAGE_BYTES)
+    _check_kv_cache("kv_cache", kv_cache, kv_format)
 
-    block_size, compress_ratio, rms_norm_eps = check_scalars(block_size, compress_ratio, rms_norm_eps)
     if state_cache.shape[1] != block_size:
         raise ValueError(
             f"state_cache must have block_size={block_size} rows per block in dim 1, got shape {tuple(state_cache.shape)}"
@@ -144,14 +241,10 @@ def check_metadata(
         "kv_slot_mapping": kv_slot_mapping, "kv_cache": kv_cache,
     }
     if out is not None:
-        _tensor("out", out, (torch.uint8,), 2)
+        _check_kv_cache("out", out, kv_format)
         if out.shape != kv_cache.shape:
             raise ValueError(f"out must have kv_cache's shape {tuple(kv_cache.shape)}, got {tuple(out.shape)}")
-        if out.stride(1) != 1:
-            raise ValueError(f"out must have contiguous rows (stride 1 in dim 1), got strides {out.stride()}")
-        if out.shape[0] > 1 and out.stride(0) < PAGE_BYTES:  # page.expand(n, -1), say: aliased pages
-            raise ValueError(f"out must not have overlapping rows (stride(0) >= {PAGE_BYTES} when it has more than "
-                             f"one row), got strides {out.stride()}")
+        _check_out_rows(out, kv_format)
         tensors["out"] = out
     for name, t in tensors.items():
         if t.device != device:
@@ -161,15 +254,15 @@ def check_metadata(
     return CompressArgs(
         state_cache, token_to_req.contiguous(), positions.contiguous(), boundary_token_indices.contiguous(),
         block_table, rms_norm_weight.contiguous(), cos_sin_cache, kv_slot_mapping.contiguous(), kv_cache,
-        block_size, compress_ratio, rms_norm_eps,
+        block_size, compress_ratio, rms_norm_eps, kv_format, overlap,
     )
 
 
 @functools.lru_cache(maxsize=64)
-def _window_samples(compress_ratio: int, block_size: int, device: torch.device) -> torch.Tensor:
-    """Offsets ``0, bs, 2 bs, ... (< C), C - 1`` back from p: positions that hit every block column
-    of the window ``[p - C + 1, p]`` at least once (consecutive samples are at most bs apart)."""
-    offsets = list(range(0, compress_ratio, block_size)) + [compress_ratio - 1]
+def _window_samples(window: int, block_size: int, device: torch.device) -> torch.Tensor:
+    """Offsets ``0, bs, 2 bs, ... (< W), W - 1`` back from p: positions that hit every block column
+    of the window ``[p - W + 1, p]`` at least once (consecutive samples are at most bs apart)."""
+    offsets = list(range(0, window, block_size)) + [window - 1]
     return torch.tensor(offsets, dtype=torch.int64, device=device)
 
 
@@ -191,13 +284,16 @@ def _anything_wrong(args: CompressArgs) -> torch.Tensor | None:
     b_safe = b.clamp(0, num_tokens - 1)
     per_token = torch.stack([args.token_to_req, args.positions, args.kv_slot_mapping], dim=1)  # [T, 3] int64
     req, pos, slot = per_token[b_safe].unbind(1)
-    t = pos[:, None] - _window_samples(C, bs, b.device)  # [N, K] window positions, every column hit
+    samples = _window_samples(args.window, bs, b.device)
+    t = pos[:, None] - samples  # [N, K] window positions, every column hit
+    if args.overlap:  # the older C rows at negative positions are masked, not read
+        t = torch.where(samples >= C, t.clamp(min=0), t)
     t_safe = t.clamp(0, max_pos)  # catches p < C - 1, a column past the table, a RoPE row past the cache
     req_safe = req.clamp(0, num_reqs - 1)
     blk = args.block_table[req_safe[:, None], t_safe.div(bs, rounding_mode="floor")]  # [N, K]
     got = torch.cat([t, blk, req[:, None], slot[:, None]], dim=1)
     safe = torch.cat([t_safe, blk.clamp(0, num_blocks - 1), req_safe[:, None],
-                      slot.clamp(max=args.kv_cache.shape[0] * SLOTS_PER_PAGE - 1)[:, None]], dim=1)
+                      slot.clamp(max=args.num_slots - 1)[:, None]], dim=1)
     bad = ((got != safe).any(dim=1) & (slot >= 0)) | (b != b_safe)  # skipped outputs: only b is checked
     ordered = slot.sort().values
     shared = (ordered[1:] == ordered[:-1]) & (ordered[1:] >= 0)

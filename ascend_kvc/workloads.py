@@ -13,7 +13,18 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .layout import COS_SIN_WIDTH, HEAD_DIM, PAGE_BYTES, ROPE_PAIRS, SLOT_BYTES, SLOTS_PER_PAGE, STATE_WIDTH
+from .layout import (
+    BF16_ROW,
+    COS_SIN_WIDTH,
+    HEAD_DIM,
+    PAGE_BYTES,
+    ROPE_PAIRS,
+    SLOT_BYTES,
+    SLOTS_PER_PAGE,
+    STATE_WIDTH,
+    page_bytes,
+    state_width,
+)
 
 OFFICIAL_BLOCK_SIZE = 8  # rows per state block in every official case
 OFFICIAL_CASES: tuple[tuple[int, int, int], ...] = tuple(
@@ -40,6 +51,8 @@ class Workload:
     kv_cache: torch.Tensor
     rms_norm_eps: float = 1.0e-6
     tags: dict = field(default_factory=dict)
+    kv_format: str = "int8"
+    overlap: bool = False
 
     @property
     def name(self) -> str:
@@ -57,16 +70,22 @@ class Workload:
             self.kv_cache, self.block_size, self.compress_ratio, self.rms_norm_eps,
         )
 
+    def format_kwargs(self) -> dict:
+        """``kv_format`` and ``overlap``, the keyword arguments a non-default cache needs."""
+        return dict(kv_format=self.kv_format, overlap=self.overlap)
+
     def checked_args(self, out: torch.Tensor | None = None):
         """The arguments after the operator's metadata checks (what the oracle takes)."""
         from .validation import check_metadata
 
-        return check_metadata(*self.args(), out)
+        return check_metadata(*self.args(), out, self.kv_format, self.overlap)
 
     def bytes_to_move(self) -> int:
-        """Fewest bytes any implementation moves: each window row read once, each slot written once."""
+        """Fewest bytes any implementation moves: each window row read once, each slot written once
+        (with overlap, ``2C`` rows of which half of each is read)."""
         row_bytes = STATE_WIDTH * self.state_cache.element_size()
-        return self.num_outputs * (self.compress_ratio * row_bytes + SLOT_BYTES)
+        slot = 2 * BF16_ROW if self.kv_format == "bf16" else SLOT_BYTES
+        return self.num_outputs * ((2 if self.overlap else 1) * self.compress_ratio * row_bytes + slot)
 
 
 def make_workload(
@@ -83,12 +102,18 @@ def make_workload(
     index_dtype: torch.dtype | None = None,
     score_scale: float = 1.0,
     value_scale: float = 1.0,
+    kv_format: str = "int8",
+    overlap: bool = False,
+    slots_per_page: int = SLOTS_PER_PAGE,
 ) -> Workload:
     """Build one case on ``device``.
 
     ``shuffle`` draws each request's blocks from a random permutation of a pool with 25% spare
     blocks and shuffles the slot numbers too; ``nonzero_cache`` fills ``kv_cache`` with random
     bytes (to be written in place). ``index_dtype`` overrides every index tensor's dtype.
+    ``kv_format``, ``overlap`` and ``slots_per_page`` pick the cache format, the overlapping
+    ratio-4 state (rows of 2048) and the slots of a page (the pages of a ``bf16`` cache are
+    ``[num_pages, slots_per_page, 512]`` bfloat16).
     """
     if total_tokens % num_reqs:
         raise ValueError(f"total_tokens={total_tokens} must be a multiple of num_reqs={num_reqs}")
@@ -109,17 +134,19 @@ def make_workload(
     boundary = ((positions + 1) % C == 0).nonzero().squeeze(1)
     num_outputs = boundary.numel()
 
-    num_pages = max(1, math.ceil(num_outputs / SLOTS_PER_PAGE)) + (1 if shuffle else 0)
-    slots = torch.randperm(num_pages * SLOTS_PER_PAGE, generator=g)[:num_outputs] if shuffle else torch.arange(num_outputs)
+    P = slots_per_page
+    num_pages = max(1, math.ceil(num_outputs / P)) + (1 if shuffle else 0)
+    slots = torch.randperm(num_pages * P, generator=g)[:num_outputs] if shuffle else torch.arange(num_outputs)
     kv_slot_mapping = torch.full((num_reqs * L,), -1, dtype=torch.int64)
     kv_slot_mapping[boundary] = slots
 
     # The state is drawn on the device itself: the largest case is 512 MiB.
     device = torch.device(device)
-    state = torch.randn(pool, block_size, STATE_WIDTH, device=device,
+    state = torch.randn(pool, block_size, state_width(overlap), device=device,
                         generator=torch.Generator(device=device).manual_seed(seed))
-    state[..., :HEAD_DIM] *= value_scale
-    state[..., HEAD_DIM:] *= score_scale
+    values = 2 * HEAD_DIM if overlap else HEAD_DIM
+    state[..., :values] *= value_scale
+    state[..., values:] *= score_scale
 
     rms_norm_weight = (1.0 + 0.25 * torch.randn(HEAD_DIM, generator=g)).to(torch.bfloat16)
     max_pos = L + C  # room past the last compressed position
@@ -128,10 +155,14 @@ def make_workload(
     cos_sin_cache = torch.cat([angles.cos(), angles.sin()], dim=1).to(torch.float32)
     assert cos_sin_cache.shape[1] == COS_SIN_WIDTH
 
+    shape = (num_pages, page_bytes(P))
     if nonzero_cache:
-        kv_cache = torch.randint(0, 256, (num_pages, PAGE_BYTES), dtype=torch.uint8, generator=g)
+        kv_cache = torch.randint(0, 256, shape, dtype=torch.uint8, generator=g)
     else:
-        kv_cache = torch.zeros(num_pages, PAGE_BYTES, dtype=torch.uint8)
+        kv_cache = torch.zeros(shape, dtype=torch.uint8)
+    if kv_format == "bf16":  # random finite bf16 values, or zeros
+        kv_cache = (torch.randn(num_pages, P, BF16_ROW, generator=g) if nonzero_cache
+                    else torch.zeros(num_pages, P, BF16_ROW)).to(torch.bfloat16)
 
     def idx(t: torch.Tensor, default: torch.dtype) -> torch.Tensor:
         return t.to(index_dtype or default).to(device)
@@ -148,6 +179,7 @@ def make_workload(
         kv_slot_mapping=idx(kv_slot_mapping, torch.int64),
         kv_cache=kv_cache.to(device),
         tags={"shuffle": shuffle, "nonzero_cache": nonzero_cache, "seed": seed},
+        kv_format=kv_format, overlap=overlap,
     )
 
 
@@ -186,7 +218,7 @@ class StepWorkload:
     def kwargs(self) -> dict:
         """Keyword arguments of ``compress_step`` (not ``route`` or ``validate``)."""
         return dict(block_size=self.block_size, compress_ratio=self.compress_ratio, rms_norm_eps=self.base.rms_norm_eps,
-                    state_slot_mapping=self.state_slot_mapping)
+                    state_slot_mapping=self.state_slot_mapping, **self.base.format_kwargs())
 
     def as_operator(self, boundary_token_indices: torch.Tensor) -> Workload:
         """The same step as ``c128_256_512_compress``'s arguments, with the boundary tokens given."""
@@ -196,7 +228,7 @@ class StepWorkload:
             state_cache=b.state_cache, token_to_req=self.token_to_req, positions=self.positions,
             boundary_token_indices=boundary_token_indices, block_table=b.block_table, rms_norm_weight=b.rms_norm_weight,
             cos_sin_cache=b.cos_sin_cache, kv_slot_mapping=self.kv_slot_mapping, kv_cache=self.kv_cache,
-            rms_norm_eps=b.rms_norm_eps, tags=dict(b.tags, step=self.name))
+            rms_norm_eps=b.rms_norm_eps, tags=dict(b.tags, step=self.name), kv_format=b.kv_format, overlap=b.overlap)
 
 
 def make_step_workload(

@@ -51,7 +51,9 @@ def test_schema_mutates_only_out_and_returns_nothing():
     mutated = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
     assert mutated == ["out"]
     names = [a.name for a in schema.arguments]
-    assert names[-5:] == ["block_size", "compress_ratio", "rms_norm_eps", "route", "validate"]
+    assert names[-7:] == ["block_size", "compress_ratio", "rms_norm_eps", "route", "validate", "kv_format", "overlap"]
+    defaults = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
+    assert defaults == {"kv_format": "int8", "overlap": False}  # callers of the earlier schema keep working
 
 
 @pytest.mark.parametrize("route", ["reference", *TRITON_ROUTES])
