@@ -16,8 +16,10 @@ status=0
 for part in ${@:-tests memcheck bench}; do
   case $part in
     tests)
-      python3 -m pytest -q -p no:cacheprovider tests --ignore=tests/test_install.py -m "not audit" -rs \
-        2>&1 | tee "$out/pytest_gpu.log" | tail -30 || status=1 ;;
+      # pytest-xdist, where installed: GPU_TEST_WORKERS processes share the one GPU (default 8)
+      workers=$(python3 -c "import xdist" 2>/dev/null && echo "-n ${GPU_TEST_WORKERS:-8}")
+      python3 -m pytest -q -p no:cacheprovider $workers tests --ignore=tests/test_install.py -m "not audit" \
+        -rfEs --tb=short 2>&1 | tee "$out/pytest_gpu.log" | tail -60 || status=1 ;;
     memcheck)
       compute-sanitizer --tool memcheck --error-exitcode 1 python3 tools/memcheck.py --small \
         > "$out/memcheck.log" 2>&1 || status=1
