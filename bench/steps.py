@@ -93,16 +93,31 @@ def _fmt(v, spec: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.steps", description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", default=None, help="cuda, npu or cpu (default: the first available)")
-    p.add_argument("--routes", default=",".join(ROUTES), help=f"comma-separated (default: {','.join(ROUTES)})")
-    p.add_argument("--small", action="store_true", help="interpreter-sized workloads (CPU)")
-    p.add_argument("--no-official", action="store_true", help="leave out the official cases run as steps")
-    p.add_argument("--host-calls", type=int, default=200, help="calls timed for the host time (GPU/NPU)")
-    p.add_argument("--json", metavar="PATH", help="write the machine line and every row")
+    p = argparse.ArgumentParser(
+        prog="python -m bench.steps",
+        description="Engine-shaped steps through compress_step (decode steps, a prefill chunk with decode "
+                    "tokens, the official cases run as steps), each checked against the oracle, then timed "
+                    "against c128_256_512_compress given the boundary indices.",
+        epilog="examples:\n  python -m bench.steps\n  python -m bench.steps --routes gpgpu,ascend:fused "
+               "--no-official --json steps.json\n  TRITON_INTERPRET=1 python -m bench.steps --small --device cpu",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=["cuda", "npu", "cpu"], default=None,
+                   help="where to run (default: the first available of cuda, npu, cpu)")
+    p.add_argument("--routes", default=",".join(ROUTES), help=f"comma-separated routes (default: {','.join(ROUTES)})")
+    p.add_argument("--small", action="store_true", help="interpreter-sized workloads, for a CPU (default: off)")
+    p.add_argument("--no-official", action="store_true", help="leave out the official cases run as steps (default: off)")
+    p.add_argument("--host-calls", type=int, default=200, help="calls timed for the host time on a GPU or NPU (default: 200)")
+    p.add_argument("--json", metavar="PATH", help="write the machine line and every row (default: not written)")
     a = p.parse_args(argv)
-    device = a.device or detect_device()
+    from ascend_kvc.routes import route_names
+
     routes = [r for r in a.routes.split(",") if r]
+    unknown = [r for r in routes if r not in route_names()]
+    if not routes or unknown:
+        p.error(f"--routes: unknown route(s) {unknown or a.routes!r}; choose from {', '.join(route_names())}")
+    if a.host_calls < 1:
+        p.error(f"--host-calls must be >= 1, got {a.host_calls}")
+    device = a.device or detect_device()
     info = machine_info(device)
     print(machine_line(info))
     time_fn = make_timer(device)

@@ -28,6 +28,20 @@ SLOW_FIRST = ("test_ascend_kernels_under_triton_ascend_interpreter", "test_fuzz_
               "test_fuzz_bad_index_values")
 
 
+@pytest.fixture(autouse=True)
+def _triton_interpret_kept():
+    """A test that runs the bench's main with ``--device cpu`` in this process sets TRITON_INTERPRET
+    (the CLI must, before its kernels are defined). On a GPU machine that would leave every kernel
+    defined later in this worker interpreted, beside compiled helpers: put the variable back."""
+    before = os.environ.get("TRITON_INTERPRET")
+    yield
+    if os.environ.get("TRITON_INTERPRET") != before:
+        if before is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = before
+
+
 def pytest_collection_modifyitems(config, items):
     skip_cuda = pytest.mark.skip(reason="no CUDA GPU on this machine")
     skip_npu = pytest.mark.skip(reason="no Ascend NPU (torch-npu) on this machine")

@@ -140,6 +140,8 @@ def test_every_generated_block_is_kept_by_a_test():
 
 
 def _tracked_files() -> set[str]:
+    if os.environ.get("ASCEND_KVC_COMMIT"):  # a tree copied to another machine: any .git there is not its own
+        pytest.skip("a copied tree (ASCEND_KVC_COMMIT set): git's file list is not this tree's")
     try:
         out = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):

@@ -210,6 +210,7 @@ def test_gpgpu_step_grid_smaller_than_the_work(monkeypatch):
     from gpgpu_fallback import route as gpgpu_route
 
     monkeypatch.setattr(gpgpu_route, "STEP_PROGRAMS_PER_UNIT", 1)
+    monkeypatch.setattr(gpgpu_route, "compute_units", lambda *a: 3)  # an H200's 132 would outnumber the work
     step_module.clear_step_plans()
     sw = make_step_workload([(0, 520), (0, 400)], 128, block_size=8, seed=141, device=DEVICE)
     before = run_step(sw, "gpgpu")
@@ -228,18 +229,18 @@ def test_search_lists_exactly_the_boundary_tokens(programs, state_slots, monkeyp
     monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
     g = torch.Generator().manual_seed(151)
     T = 1024 * programs - 100 if programs > 1 else 700
-    positions = torch.randint(0, 3, (T,), generator=g) * 128 + torch.randint(125, 129, (T,), generator=g)
-    kv = torch.randint(-2, 1000, (T,), generator=g)
-    ss = torch.randint(-1, 5, (T,), generator=g)
+    positions = (torch.randint(0, 3, (T,), generator=g) * 128 + torch.randint(125, 129, (T,), generator=g)).to(DEVICE)
+    kv = torch.randint(-2, 1000, (T,), generator=g).to(DEVICE)
+    ss = torch.randint(-1, 5, (T,), generator=g).to(DEVICE)
     sw = SimpleNamespace(compress_ratio=128, positions=positions, kv_slot_mapping=kv,
                          state_slot_mapping=ss if state_slots else None)
     truth = expected_boundaries(sw)
     search = boundaries.plan_search(T, 4)
     assert search.programs == programs
     count_cx, list_cx = boundaries.search_constexprs(128, state_slots)
-    listing = torch.full((T,), -7, dtype=torch.int32)
-    count = torch.full((3,), -7, dtype=torch.int32)
-    counts = torch.zeros(search.programs, dtype=torch.int32)
+    listing = torch.full((T,), -7, dtype=torch.int32, device=DEVICE)
+    count = torch.full((3,), -7, dtype=torch.int32, device=DEVICE)
+    counts = torch.zeros(search.programs, dtype=torch.int32, device=DEVICE)
     if programs > 1:
         boundaries._count_boundaries_kernel[(programs,)](positions, kv, ss, counts, T, search.chunk, **count_cx)
     split_max, cores, always = (T, 7, 1) if state_slots else (0, 7, 1)  # every count splits / none does
@@ -267,7 +268,7 @@ def test_split_counts_apply_the_occupancy_rule(count, split_max, cores, always, 
     def probe(out_ptr, c, m, k, a):
         tl.store(out_ptr, boundaries.split_counts(c, m, k, a))
 
-    out = torch.full((1,), -1, dtype=torch.int32)
+    out = torch.full((1,), -1, dtype=torch.int32, device=DEVICE)
     probe[(1,)](out, count, split_max, cores, always)
     assert int(out) == split
 
