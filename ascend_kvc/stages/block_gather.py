@@ -308,7 +308,7 @@ def _gather_to_bf16_kernel(
     ``fused``'s, whose window loop is the same, until its row loads were made volatile on CUDA
     (``_load_rows``: ptxas had scheduled some of them after the math that waits on the others)
     and, 1.10x, until the per-output block moved into ``pool_output`` (same instructions, a
-    different schedule); now 1.01-1.03x (bench/RESULTS.md, seventh round)."""
+    different schedule); now 1.01-1.03x (measured on an H200; git history of bench/RESULTS.md)."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     for i in range(pid, counted_outputs(count_ptr, num_outputs, COUNTED), num_programs):

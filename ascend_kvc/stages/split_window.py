@@ -143,7 +143,7 @@ def merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C: t
     The merge reads no index tensor: one read of ``head`` replaces the chain of index reads that
     resolving the output again would wait on. The states are read only once the output is known
     to be valid: reading them ahead of that test measured slower on an H200 with the full grid
-    (bench/RESULTS.md, seventh round)."""
+    (measured on an H200; git history of bench/RESULTS.md)."""
     slot = tl.load(head_ptr + 2 * i)
     pos = tl.load(head_ptr + 2 * i + 1)
     ok = slot >= 0

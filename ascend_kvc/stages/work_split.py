@@ -30,7 +30,7 @@ call on two cores or more splits, whatever its output count: on an H200 at 40 pr
 40 to 640 outputs (8 requests, C = 128, 256, 512) ran 1.18-1.60x faster split than with one
 window a program, even where whole windows share out evenly. Where programs share a compute unit
 (a GPU's grid, four to an SM), splitting the official cases that share out evenly measured 6-10%
-slower, and only the occupancy decides (bench/RESULTS.md, tenth round). ``plan_split`` is told
+slower, and only the occupancy decides (bench/RESULTS.md). ``plan_split`` is told
 which case it is in (``unsplit_row_tile``); ``ASCEND_KVC_SPLIT=occupancy`` keeps the occupancy rule
 alone everywhere.
 
