@@ -18,6 +18,15 @@ def _has_npu() -> bool:
 if not torch.cuda.is_available() and not _has_npu():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+
+def pytest_configure(config):
+    # Community Triton's interpreter re-patches triton.language on every jit-helper call; the shim
+    # skips the repeats (no value changes: tests/interpreter_shim.py, tests/test_interpreter_shim.py).
+    if os.environ.get("TRITON_INTERPRET") == "1" and os.environ.get("ASCEND_KVC_INTERPRETER_SHIM") != "0":
+        import interpreter_shim
+
+        interpreter_shim.install()
+
 # tests/triton_ascend/ runs in its own process under triton-ascend's interpreter, started by
 # tests/test_triton_ascend_interpreter.py; named on the command line, it is collected as usual.
 collect_ignore = ["triton_ascend"]

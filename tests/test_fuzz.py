@@ -121,6 +121,8 @@ FIELDS = ["boundary_token_indices", "token_to_req", "positions", "block_table", 
 def bad_value_cases(draw):
     C = draw(st.sampled_from([128, 256]))
     block_size = draw(st.sampled_from([1, 3, 8, 16, 64, 200]))
+    if block_size == 1:
+        C = 128  # the interpreter walks one-row blocks a row per step; C = 256 walks the same code twice as long
     w = general_case(C, block_size, seed=draw(st.integers(0, 2**16)), num_reqs=2, outputs_per_req=2,
                      skip_some=False, device=DEVICE,
                      index_dtype=draw(st.sampled_from([torch.int32, torch.int64])))

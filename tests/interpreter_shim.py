@@ -1,0 +1,120 @@
+"""Speed shim for community Triton 3.8's CPU interpreter: patch ``triton.language`` once per launch.
+
+Under ``TRITON_INTERPRET=1`` a launch (``GridExecutor.__call__``) swaps the builtins of
+``triton.language`` (``tl``) for interpreted versions, runs every program, and puts them back.
+Every call of a ``@triton.jit`` helper inside the kernel (``tl.sum``, ``tl.max``, ``tl.zeros``,
+this library's helpers) goes through ``InterpretedFunction.__call__``, which patches the helper's
+``tl`` / ``tl.core`` modules again: ``inspect.getmembers`` over five namespaces to find builtins
+that are already replaced (so it replaces nothing), then re-sets a dozen attributes to new,
+equal wrappers. That is thousands of no-op patches per launch, about half the time of the
+BLOCK_D=64 rungs under the interpreter.
+
+The shim skips a helper's patch when every module it would patch has already been patched within
+the launch that is running (by the launch itself or by an earlier helper call, whose patches
+Triton never undoes). The first patch of each module in a launch, and every patch outside a
+launch, still runs Triton's own code, and a launch still restores what it patched when it ends.
+No value changes: ``tests/test_interpreter_shim.py`` runs a kernel with helpers and whole operator
+calls with and without the shim and compares the bytes.
+
+Installed by tests/conftest.py for community Triton 3.8's interpreter only (not triton-ascend,
+whose interpreter is built differently); ``ASCEND_KVC_INTERPRETER_SHIM=0`` leaves it out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+
+DISABLE_ENV = "ASCEND_KVC_INTERPRETER_SHIM"
+
+_STATE: dict = {}  # "original": Triton's _patch_lang, "grid_call": GridExecutor.__call__
+_LAUNCHES: list = []  # per running launch: frozenset of the modules patched so far (None: not yet)
+STATS = {"patched": 0, "skipped": 0}  # helper patches run / skipped, for the shim's own test
+
+
+def supported() -> bool:
+    """Community Triton 3.8's interpreter, whose launch patches through a restorable scope."""
+    try:
+        import triton
+        from triton.runtime import interpreter
+    except ImportError:
+        return False
+    return (triton.__version__.startswith("3.8.")
+            and all(hasattr(interpreter, n) for n in ("_patch_lang", "_LangPatchScope", "GridExecutor",
+                                                         "InterpretedFunction")))
+
+
+def _lang_modules(fn) -> frozenset:
+    import triton.language as tl
+
+    # The modules Triton's _patch_lang patches for ``fn``: tl and/or tl.core, as ``fn`` sees them.
+    return frozenset(id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core))
+
+
+def _patch_lang(fn):
+    from triton.runtime import interpreter
+
+    original = _STATE["original"]
+    if not _LAUNCHES:  # outside a launch: Triton's own patch
+        return original(fn)
+    done = _LAUNCHES[-1]
+    if done is None:  # the launch's own patch, restored when the launch ends
+        scope = original(fn)
+        _LAUNCHES[-1] = _lang_modules(fn)
+        return scope
+    modules = _lang_modules(fn)
+    if modules <= done:  # a helper whose modules this launch already patched: nothing left to do
+        STATS["skipped"] += 1
+        return interpreter._LangPatchScope()
+    STATS["patched"] += 1
+    scope = original(fn)  # a module not patched yet in this launch (Triton leaves it patched)
+    _LAUNCHES[-1] = done | modules
+    return scope
+
+
+def _grid_call(self, *args, **kwargs):
+    _LAUNCHES.append(None)
+    try:
+        return _STATE["grid_call"](self, *args, **kwargs)
+    finally:
+        _LAUNCHES.pop()
+
+
+def install() -> bool:
+    """Install the shim; False (and nothing changed) where the interpreter is not the one it is for."""
+    if _STATE:
+        return True
+    if not supported():
+        return False
+    from triton.runtime import interpreter
+
+    _STATE["original"] = interpreter._patch_lang
+    _STATE["grid_call"] = interpreter.GridExecutor.__call__
+    interpreter._patch_lang = _patch_lang
+    interpreter.GridExecutor.__call__ = _grid_call
+    return True
+
+
+def installed() -> bool:
+    return bool(_STATE)
+
+
+def uninstall() -> None:
+    if not _STATE:
+        return
+    from triton.runtime import interpreter
+
+    interpreter._patch_lang = _STATE.pop("original")
+    interpreter.GridExecutor.__call__ = _STATE.pop("grid_call")
+
+
+@contextlib.contextmanager
+def removed():
+    """Within the block, Triton's interpreter as shipped (the shim reinstalled after, if it was in)."""
+    was = installed()
+    uninstall()
+    try:
+        yield
+    finally:
+        if was:
+            install()

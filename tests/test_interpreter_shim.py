@@ -1,0 +1,84 @@
+"""The interpreter speed shim (tests/interpreter_shim.py) is in, does its work and changes no value."""
+
+import os
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import interpreter_shim
+from ascend_kvc import c128_256_512_compress
+
+from cases import general_case
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") != "1" or not interpreter_shim.supported(),
+    reason="the shim is for community Triton 3.8's CPU interpreter")
+
+
+@triton.jit
+def _scaled_row_stats(x, scale):
+    return tl.max(x, axis=0) * scale, tl.sum(x, axis=0) * scale
+
+
+@triton.jit
+def _helpers_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):  # in [programs, BLOCK] fp32, out [programs, 2]
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + pid * BLOCK + offs, mask=offs < n, other=float("-inf"))
+    hi, _ = _scaled_row_stats(x, 2.0)
+    _, total = _scaled_row_stats(tl.where(offs < n, x, 0.0), 0.5)
+    acc = tl.zeros([BLOCK], dtype=tl.float32) + total
+    tl.store(out_ptr + pid * 2, hi)
+    tl.store(out_ptr + pid * 2 + 1, tl.max(acc, axis=0))
+
+
+def _helpers(x: torch.Tensor, n: int) -> torch.Tensor:
+    out = torch.empty(x.shape[0], 2)
+    _helpers_kernel[(x.shape[0],)](x, out, n, BLOCK=x.shape[1])
+    return out
+
+
+def test_shim_is_installed_for_this_run():
+    if os.environ.get(interpreter_shim.DISABLE_ENV) == "0":
+        pytest.skip(f"{interpreter_shim.DISABLE_ENV}=0 leaves the shim out")
+    assert interpreter_shim.installed()
+
+
+def test_kernel_with_helpers_gives_the_same_values_and_skips_repeats():
+    x = torch.randn(5, 64, generator=torch.Generator().manual_seed(0))
+    with interpreter_shim.removed():
+        plain = _helpers(x, 50)
+    shimmed_before = dict(interpreter_shim.STATS)
+    was = interpreter_shim.installed()
+    interpreter_shim.install()
+    try:
+        shimmed = _helpers(x, 50)
+        skipped = interpreter_shim.STATS["skipped"] - shimmed_before["skipped"]
+    finally:
+        if not was:
+            interpreter_shim.uninstall()
+    assert torch.equal(plain, shimmed)
+    want = torch.stack([x[:, :50].amax(1) * 2.0, x[:, :50].sum(1) * 0.5], dim=1)
+    torch.testing.assert_close(shimmed, want)
+    # 5 programs x 5 helper calls (2 of ours, tl.max twice, tl.sum, tl.zeros: 6), each one's
+    # modules patched by the launch or by an earlier call; at most the first call per module runs.
+    assert skipped >= 5 * 6 - 2, skipped
+    # The launch restored what it patched: the language is Triton's own again.
+    assert tl.core.is_builtin(tl.load) and tl.core.is_builtin(tl.tensor.__add__)
+
+
+@pytest.mark.parametrize("route", ["ascend:block-gather", "ascend", "gpgpu"])
+def test_operator_bytes_are_the_same_without_the_shim(route):
+    w = general_case(128, 8, seed=3, num_reqs=1, outputs_per_req=2)
+    with interpreter_shim.removed():
+        plain = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route)
+    was = interpreter_shim.installed()
+    interpreter_shim.install()
+    try:
+        shimmed = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route)
+    finally:
+        if not was:
+            interpreter_shim.uninstall()
+    assert torch.equal(plain, shimmed)
