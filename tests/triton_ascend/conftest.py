@@ -6,7 +6,15 @@ folder ``.ascend-triton/`` with numpy < 2 from ``.ascend-numpy/`` (both put firs
 not collect this folder (``collect_ignore`` in tests/conftest.py); naming it on the command line
 in the wrong environment stops here with what is wrong, before any test runs.
 
-Speed shim (the only change to the interpreter, and it changes no value). triton-ascend replaces
+Two speed shims, the only changes to the interpreter; neither changes a value.
+
+Repeated language patching: the 3.2 interpreter patches ``triton.language`` for the interpreter
+each time a kernel or a ``@triton.jit`` helper runs, and never undoes it, so every patch after the
+first of a module does nothing but scan it again (thousands of times a launch).
+``_skip_repeated_language_patches`` lets only the first patch of each module set run.
+``ASCEND_KVC_TA_REPATCH=1`` turns it off.
+
+Reductions: triton-ascend replaces
 ``tl.max``/``tl.min`` with versions whose combine functions (``_elementwise_max_default``,
 ``_elementwise_min``, in ``triton.triton_patch.language.standard``) the 3.2 interpreter does not
 recognise, so every such reduction falls back to its per-element Python loop
@@ -59,6 +67,24 @@ def _environment_problems() -> list[str]:
     return problems
 
 
+def _skip_repeated_language_patches():
+    import inspect
+
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    original, patched = interpreter._patch_lang, set()
+
+    def patch_lang(fn):
+        modules = frozenset(id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core))
+        if modules and modules <= patched:
+            return
+        original(fn)
+        patched.update(modules)
+
+    interpreter._patch_lang = patch_lang
+
+
 def pytest_configure(config):
     problems = _environment_problems()
     if problems:
@@ -67,6 +93,8 @@ def pytest_configure(config):
             "`pytest tests/test_triton_ascend_interpreter.py` (which sets PYTHONPATH): " + "; ".join(problems))
     if os.environ.get("ASCEND_KVC_TA_GENERIC_REDUCE") != "1":
         reduce_shim.install()
+    if os.environ.get("ASCEND_KVC_TA_REPATCH") != "1":
+        _skip_repeated_language_patches()
     for line in _QUIET:
         config.addinivalue_line("filterwarnings", line)
 
