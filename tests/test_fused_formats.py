@@ -14,6 +14,9 @@ from ascend_kvc.slot_bytes import e4m3_bits, e4m3_scale_exponent
 from ascend_kvc.workloads import make_workload
 
 from launches import record_triton_launches
+from test_golden import FILL, GOLDEN_SLOT, GOLDEN_SLOT_BYTES, golden_inputs
+from test_golden_formats import (BF16_GOLDEN_ROW_BYTES, FP8_GOLDEN_SLOT_BYTES, _first_difference, bf16_inputs,
+                                 expected_pages, fp8_inputs)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FORMATS = ["int8", "fp8_e4m3", "bf16"]
@@ -157,3 +160,39 @@ def test_e4m3_scale_exponent_is_the_oracles():
     _, ours = _device_e4m3(amax)
     want = scale_exponent_f64(amax.double(), 448.0)
     assert torch.equal(ours, want.to(torch.int32)), amax[ours != want.to(torch.int32)][:5]
+
+
+def _on_device(kw: dict) -> dict:
+    return {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+
+
+# The hand-derived golden slots (test_golden_formats: e4m3 saturation, ties to even, subnormals,
+# -0, the 1e-4 floor; bf16 ties), written by ``ascend:fused`` byte for byte.
+@pytest.mark.parametrize("slots_per_page", [1, 2, 64, 128])
+@pytest.mark.parametrize("block_size,p", [(4, 255), (3, 255)])
+def test_fused_fp8_golden_bytes(block_size, p, slots_per_page):
+    kw = fp8_inputs(block_size, p, slots_per_page)
+    got = c128_256_512_compress(**_on_device(kw), out=kw["kv_cache"].to(DEVICE), route="ascend:fused",
+                                kv_format="fp8_e4m3").cpu()
+    want = expected_pages(kw["kv_cache"], FP8_GOLDEN_SLOT_BYTES)
+    assert torch.equal(got, want), f"P={slots_per_page}: {_first_difference(got, want)}"
+
+
+@pytest.mark.parametrize("slots_per_page", [1, 128])
+def test_fused_int8_golden_bytes_at_other_page_widths(slots_per_page):
+    kw = golden_inputs(3, 255)
+    kw["kv_cache"] = torch.full((GOLDEN_SLOT // slots_per_page + 2, slots_per_page * 584), FILL, dtype=torch.uint8)
+    got = c128_256_512_compress(**_on_device(kw), out=kw["kv_cache"].to(DEVICE), route="ascend:fused").cpu()
+    want = expected_pages(kw["kv_cache"], GOLDEN_SLOT_BYTES)
+    assert torch.equal(got, want), f"P={slots_per_page}: {_first_difference(got, want)}"
+
+
+@pytest.mark.parametrize("four_d", [False, True])
+def test_fused_bf16_golden_row(four_d):
+    kw = bf16_inputs(4, 255, four_d)
+    before = kw["kv_cache"].clone()
+    got = c128_256_512_compress(**_on_device(kw), out=before.to(DEVICE), route="ascend:fused", kv_format="bf16").cpu()
+    rows, want = got.view(-1, 512), before.view(-1, 512).clone()
+    want[GOLDEN_SLOT] = torch.tensor(list(BF16_GOLDEN_ROW_BYTES), dtype=torch.uint8).view(torch.bfloat16)
+    assert torch.equal(rows.view(torch.int16), want.view(torch.int16)), \
+        _first_difference(rows.view(torch.int16), want.view(torch.int16))
