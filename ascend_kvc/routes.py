@@ -120,14 +120,17 @@ def unsupported(route: Route, args) -> str:
     """Why ``route`` cannot compute these checked arguments' cache format, or ``""`` when it can.
 
     The reference route computes every format, any slots per page and the overlapping ratio-4
-    compressor. The Triton routes compute the int8 slot with 64 slots a page and a ratio of 128, 256
-    or 512 without overlap.
+    compressor. ``ascend:fused`` computes every format and any slots per page (``FORMAT_ROUTES``)
+    with a ratio of 128, 256 or 512 without overlap; the other Triton routes the int8 slot with 64
+    slots a page.
     """
     if not route.uses_triton:
         return ""
+    if route.name in FORMAT_ROUTES:
+        return _unsupported_window(route, args)
     problems = []
     if args.kv_format != DEFAULT_KV_FORMAT:
-        problems.append(f"kv_format={args.kv_format!r} (only 'int8')")
+        problems.append(f"kv_format={args.kv_format!r} (only 'int8'; 'ascend:fused' writes every format)")
     if args.overlap:
         problems.append("overlap=True (not yet)")
     elif args.compress_ratio not in COMPRESS_RATIOS:
@@ -138,6 +141,20 @@ def unsupported(route: Route, args) -> str:
     if not problems:
         return ""
     return f"route {route.name!r} cannot compute " + ", ".join(problems) + "; route='reference' computes every format"
+
+
+# The Triton routes that write every cache format with any slots per page.
+FORMAT_ROUTES = frozenset({"ascend:fused"})
+
+
+def _unsupported_window(route: Route, args) -> str:
+    if args.overlap:
+        problem = "overlap=True (not yet)"
+    elif args.compress_ratio not in COMPRESS_RATIOS:
+        problem = f"compress_ratio={args.compress_ratio} (only {COMPRESS_RATIOS})"
+    else:
+        return ""
+    return f"route {route.name!r} cannot compute {problem}; route='reference' computes every format"
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,13 +1,17 @@
 """The slot-byte math as one Triton device function, shared by every kernel that writes a slot.
 
 From the pooled vector ``c`` of one output to its 584 bytes in the page: RMSNorm scale, bf16
-round-to-nearest-even, per-group amax, power-of-two exponent, truncating int8 cast, GPT-J RoPE,
-little-endian bf16 and the byte layout of the stores. The ``gpgpu`` finalizer and the Ascend
-``fused`` rung both call ``store_slot_bytes``; there is no second copy of this math.
+round-to-nearest-even, per-group amax, power-of-two exponent, truncating int8 cast or OCP e4m3fn
+rounding (``kv_format="fp8_e4m3"``), GPT-J RoPE, little-endian bf16 and the byte layout of the
+stores, for a page of any number of slots. The ``gpgpu`` finalizer (``store_slot_bytes``: int8,
+64 slots a page) and the Ascend ``fused`` rung (``store_pooled_slot_bytes``) both end in
+``store_format_slot_bytes``; there is no second copy of this math.
 
-Exact on every backend and within the Triton 3.2 language (triton-ascend 3.2.0): bf16 rounding
-and ``2^-e`` come from integer bit operations, never from ``.to(tl.bfloat16)`` or ``log2``/``exp2``;
-every store is a plain uint8 store.
+Exact on every backend and within the Triton 3.2 language (triton-ascend 3.2.0): bf16 and e4m3
+rounding and ``2^-e`` come from integer bit operations on the fp32 bit pattern, never from
+``.to(tl.bfloat16)``, an FP8 type or ``log2``/``exp2`` (the 910B has no FP8 unit, bishengir-compile
+rejects ``f8E4M3FN``, and Triton's CPU interpreter truncates fp32 -> bf16 casts); every store is
+a plain uint8 store.
 
 Shapes are chosen for bishengir-compile's unified-buffer planner: with ``PAIRS_BY_ONE_HOT``
 (the Ascend ``fused`` rung) nothing is reshaped to a trailing dimension of 2. The planner pads
@@ -24,13 +28,17 @@ import triton
 import triton.language as tl
 
 from .layout import NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
-from .triton_helpers import bf16_rne_bits, bf16_round, int8_groups
+from .triton_helpers import bf16_rne_bits, bf16_round, exp2_int, int8_groups
 
 # The layout constants a kernel passes through as constexprs to ``store_slot_bytes``.
 SLOT_LAYOUT_CONSTEXPRS = dict(
     NOPE_DIM=NOPE_DIM, PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_REGION=SCALE_REGION, SCALE_BYTES=SCALE_BYTES,
     SLOTS_PER_PAGE=SLOTS_PER_PAGE,
 )
+# Those a kernel passes to ``store_format_slot_bytes``, which takes the slots a page at run time.
+FORMAT_SLOT_CONSTEXPRS = dict(NOPE_DIM=NOPE_DIM, PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_BYTES=SCALE_BYTES)
+# The ``KV_FORMAT`` constexpr of the kernels that write any cache format.
+KV_FORMAT_CODES = {"int8": 0, "fp8_e4m3": 1, "bf16": 2}
 
 
 @triton.jit
@@ -90,20 +98,75 @@ def rotated_pair_bits(y, cos_sin_row_ptr, cs_s1, ok, PAIRS_BY_ONE_HOT: tl.conste
 
 
 @triton.jit
-def store_slot_bytes(
+def e4m3_scale_exponent(amax):
+    """The least integer ``e`` with ``448 * 2^e >= max(amax, 1e-4)``, from the bits of fp32 ``amax >= 0``.
+
+    ``amax = 1.m * 2^E``: ``448 = 1.75 * 2^8``, so ``e = E - 8`` when ``1.m <= 1.75`` (mantissa
+    bits ``<= 0x600000``) and ``E - 7`` above. The floor ``1e-4 = 1.6384 * 2^-14`` gives ``-22``.
+    """
+    bits = amax.to(tl.int32, bitcast=True)
+    e = ((bits >> 23) & 0xFF) - 127 - 8 + ((bits & 0x7FFFFF) > 0x600000).to(tl.int32)
+    return tl.where(amax < 1.0e-4, -22, e)
+
+
+@triton.jit
+def e4m3_bits(x):
+    """fp32 ``x`` -> the OCP e4m3fn byte it rounds to (nearest even; bias 7, subnormals kept, the
+    sign of zero kept, magnitudes past 448 saturated to 448 = 0x7E), as int32 in [0, 255].
+
+    Integer operations on the fp32 bit pattern only. A magnitude of ``2^-6`` or more keeps 3 of its
+    23 mantissa bits: add ``0x7FFFF`` plus the lowest kept bit and drop 20 bits; the carry moves it
+    to the next binade, and the exponent is rebiased from 127 to 7 (``120 << 3 = 960``). Below
+    ``2^-6`` the value is a multiple of ``2^-9``: the 24-bit significand shifted right by
+    ``14 - E`` bits (at most 25, which leaves 0), rounded to nearest even by the dropped bits.
+    fp32 zeros and subnormals (exponent field 0) land there and give 0: every one of them is below
+    ``2^-10``, half the least e4m3 subnormal, so it does not matter whether the hardware flushed
+    them to zero before.
+    """
+    bits = x.to(tl.int32, bitcast=True)
+    sign = (bits >> 24) & 0x80
+    mag = tl.minimum(bits & 0x7FFFFFFF, 0x43E00000)  # 448.0: positive floats order as their bits
+    biased = mag >> 23
+    normal = ((mag + 0x7FFFF + ((mag >> 20) & 1)) >> 20) - 960
+    significand = (mag & 0x7FFFFF) | 0x800000
+    drop = tl.minimum(141 - biased, 25)  # 141 - biased = 14 - E
+    q = significand >> drop
+    rest = significand & ((1 << drop) - 1)
+    half = 1 << (drop - 1)
+    q = q + ((rest > half) | ((rest == half) & ((q & 1) == 1))).to(tl.int32)
+    return tl.where(biased >= 121, normal, q) | sign
+
+
+@triton.jit
+def e4m3_groups(z):
+    """Quantise bf16-valued ``z [groups, 64]`` to e4m3: ``(q, e)``, ``q`` the int32 e4m3fn bytes of
+    ``clamp(z * 2^-e, -448, 448)`` and ``e`` int32 per group (``e4m3_scale_exponent`` of its amax).
+
+    ``e`` is in [-22, 120], so ``2^-e`` is a normal fp32 and ``z * 2^-e`` exact unless it falls
+    below fp32's normals, where ``e4m3_bits`` gives 0 with ``z``'s sign either way.
+    """
+    e = e4m3_scale_exponent(tl.max(tl.abs(z), axis=1))
+    return e4m3_bits(z * exp2_int(-e)[:, None]), e
+
+
+@triton.jit
+def store_format_slot_bytes(
     c8,  # [8, 64] fp32: the pooled c, dims g * 64 + j (rows 0..6 the NOPE groups, row 7 the RoPE dims)
     c_rope,  # [64] fp32: c[NOPE_DIM:], row 7 of c8 again (``rope_row(c8)``, or loaded by the caller)
     weight_ptr,  # in, [512], bfloat16/float32, unit stride
     eps,
     cos_sin_row_ptr,  # in, the cos_sin_cache row of (p // C) * C: 32 cos, then 32 sin, cs_s1 apart
     cs_s1,
-    kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
+    kv_cache_ptr,  # out, [num_pages, slots_per_page * 584], uint8, rows kv_s0 apart
     slot,  # int64 >= 0, the destination slot (the caller has checked it)
     kv_s0,
-    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
-    SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr, PAIRS_BY_ONE_HOT: tl.constexpr,
+    slots_per_page,  # P >= 1: the scale bytes start at P * PAYLOAD_BYTES
+    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr,
+    PAIRS_BY_ONE_HOT: tl.constexpr, KV_FORMAT: tl.constexpr,
 ):
-    """RMSNorm, quantise and rotate one output's ``c`` and store its 584 bytes into ``slot``.
+    """RMSNorm, quantise (``KV_FORMAT``: ``KV_FORMAT_CODES["int8"]`` or ``["fp8_e4m3"]``) and rotate
+    one output's ``c`` and store its 584 bytes into ``slot``, page ``slot // P`` at offset
+    ``slot % P`` (docs/CONTRACT.md, "Cache formats"). The page offset is int64.
 
     ``PAIRS_BY_ONE_HOT`` picks the RoPE pairs apart with one-hot maxima instead of a ``[32, 2]``
     split (see the module docstring); the bytes are the same either way.
@@ -112,14 +175,18 @@ def store_slot_bytes(
     d2 = g[:, None] * 64 + tl.arange(0, 64)[None, :]  # [8, 64]
     rrms = inverse_rms(c8, eps)
     z = bf16_round(c8 * rrms * tl.load(weight_ptr + d2).to(tl.float32))  # [8, 64]
-    q, e = int8_groups(z)  # [8, 64] int32, [8] exponents
+    if KV_FORMAT == 1:  # fp8_e4m3
+        q, e = e4m3_groups(z)  # [8, 64] e4m3fn bytes, [8] exponents
+    else:
+        q, e = int8_groups(z)  # [8, 64] int32, [8] exponents
 
-    page = slot // SLOTS_PER_PAGE
-    in_page = slot - page * SLOTS_PER_PAGE
-    payload = kv_cache_ptr + page * kv_s0 + in_page * PAYLOAD_BYTES
+    page = slot // slots_per_page
+    in_page = slot - page * slots_per_page
+    page_ptr = kv_cache_ptr + page.to(tl.int64) * kv_s0
+    payload = page_ptr + in_page * PAYLOAD_BYTES
     tl.store(payload + d2, (q & 0xFF).to(tl.uint8), mask=g[:, None] < 7)
     scale_bytes = tl.where(g < 7, tl.minimum(tl.maximum(e + 127, 0), 255), 0)  # byte 7: the pad
-    scales = kv_cache_ptr + page * kv_s0 + SCALE_REGION + in_page * SCALE_BYTES
+    scales = page_ptr + slots_per_page * PAYLOAD_BYTES + in_page * SCALE_BYTES
     tl.store(scales + g, scale_bytes.to(tl.uint8))
 
     y = c_rope * rrms * tl.load(weight_ptr + NOPE_DIM + tl.arange(0, 64)).to(tl.float32)  # [64]
@@ -134,16 +201,31 @@ def store_slot_bytes(
 
 
 @triton.jit
+def store_slot_bytes(
+    c8, c_rope, weight_ptr, eps, cos_sin_row_ptr, cs_s1,
+    kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
+    slot, kv_s0,
+    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
+    SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr, PAIRS_BY_ONE_HOT: tl.constexpr,
+):
+    """``store_format_slot_bytes`` for the int8 slot with ``SLOTS_PER_PAGE`` slots a page (the
+    ``gpgpu`` finalizer's cache); the arguments are its, ``SCALE_REGION = SLOTS_PER_PAGE * PAYLOAD_BYTES``."""
+    tl.static_assert(SCALE_REGION == SLOTS_PER_PAGE * PAYLOAD_BYTES)
+    store_format_slot_bytes(c8, c_rope, weight_ptr, eps, cos_sin_row_ptr, cs_s1, kv_cache_ptr, slot, kv_s0,
+                            SLOTS_PER_PAGE, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, PAIRS_BY_ONE_HOT, 0)
+
+
+@triton.jit
 def store_pooled_slot_bytes(
     c,  # [512] fp32: the pooled c of one output
-    pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0,
-    C: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
-    SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
+    pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0, slots_per_page,
+    C: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr,
+    KV_FORMAT: tl.constexpr,
 ):
-    """``store_slot_bytes`` for a ``[512]`` pooled ``c`` at position ``pos``, as the Ascend kernels
-    hold it: reshaped to ``[8, 64]``, the RoPE dims picked by a reduction, the RoPE pairs by one-hot
-    maxima, the cos/sin row of ``(pos // C) * C``."""
+    """``store_format_slot_bytes`` for a ``[512]`` pooled ``c`` at position ``pos``, as the Ascend
+    kernels hold it: reshaped to ``[8, 64]``, the RoPE dims picked by a reduction, the RoPE pairs by
+    one-hot maxima, the cos/sin row of ``(pos // C) * C``."""
     c8 = tl.reshape(c, [8, 64])
-    store_slot_bytes(c8, rope_row(c8), weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,
-                     kv_cache_ptr, slot, kv_s0, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES,
-                     SLOTS_PER_PAGE, True)
+    store_format_slot_bytes(c8, rope_row(c8), weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1,
+                            kv_cache_ptr, slot, kv_s0, slots_per_page, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, True,
+                            KV_FORMAT)

@@ -149,7 +149,12 @@ def _search_specs(compress_ratio: int, state_slots: bool) -> list[KernelSpec]:
     ]
 
 
-def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) -> KernelSpec:
+def _cache_pointer(kv_format: str) -> str:
+    return "*bf16" if kv_format == "bf16" else "*u8"
+
+
+def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype, kv_format: str = "int8"
+                 ) -> KernelSpec:
     kind, block_d, unmasked_middle, normalised, _ = _LADDER[stage]
     state = _state_pointer(state_dtype)
     if kind == "random":
@@ -167,14 +172,14 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
     # the planned rungs' unsplit loops read the tile their work split plans with
     tile = unsplit_row_tile(block_size) if stage in ASCEND_PLANNED_STAGES else row_tile(block_d, block_size)
     if kind == "fused":
-        from ..slot_bytes import SLOT_LAYOUT_CONSTEXPRS
+        from ..slot_bytes import FORMAT_SLOT_CONSTEXPRS, KV_FORMAT_CODES
 
         return KernelSpec(
             "ascend_kvc.stages.fused", "_fused_compress_kernel",
             dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["unsplit"],
-                 VOLATILE_ROWS=False, **SLOT_LAYOUT_CONSTEXPRS),
+                 VOLATILE_ROWS=False, **FORMAT_SLOT_CONSTEXPRS, KV_FORMAT=KV_FORMAT_CODES[kv_format]),
             {"state_ptr": state, **_INDEX_POINTERS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32",
-             "kv_cache_ptr": "*u8"},
+             "kv_cache_ptr": _cache_pointer(kv_format)},
         )
     if _LADDER[stage][4] == "quantize":  # the default: its own kernel, the window loop of fused, bf16 out
         return KernelSpec(
@@ -205,9 +210,10 @@ def piece_row_tile(block_size: int) -> int:
     return row_tile(512, block_size, PIECE_ROW_TILE_BYTES)
 
 
-def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype) -> list[KernelSpec]:
+def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype, kv_format: str = "int8"
+                 ) -> list[KernelSpec]:
     """The piece gather and the merge of a split window (``split_window``)."""
-    from ..slot_bytes import SLOT_LAYOUT_CONSTEXPRS
+    from ..slot_bytes import FORMAT_SLOT_CONSTEXPRS, KV_FORMAT_CODES
 
     tile = piece_row_tile(block_size)
     piece = KernelSpec(
@@ -221,8 +227,9 @@ def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype) 
 
     if _LADDER[stage][4] == "fused":
         merge = KernelSpec("ascend_kvc.stages.split_window", "_merge_to_slot_kernel",
-                           dict(C=C, MERGE_ROWS=MERGE_ROWS, RUN_ROWS=tile, **SLOT_LAYOUT_CONSTEXPRS),
-                           {**common, "kv_cache_ptr": "*u8"})
+                           dict(C=C, MERGE_ROWS=MERGE_ROWS, RUN_ROWS=tile, **FORMAT_SLOT_CONSTEXPRS,
+                                KV_FORMAT=KV_FORMAT_CODES[kv_format]),
+                           {**common, "kv_cache_ptr": _cache_pointer(kv_format)})
     else:
         merge = KernelSpec("ascend_kvc.stages.split_window", "_merge_to_bf16_kernel",
                            dict(C=C, MERGE_ROWS=MERGE_ROWS, RUN_ROWS=tile),
@@ -260,7 +267,7 @@ def _with_volatile_rows(spec: KernelSpec) -> KernelSpec:
 
 def kernel_specializations(
     stage: str, block_size: int, compress_ratio: int, state_dtype: torch.dtype, split: bool = False,
-    device_type: str = "npu", step: bool = False, state_slots: bool = True,
+    device_type: str = "npu", step: bool = False, state_slots: bool = True, kv_format: str = "int8",
 ) -> list[KernelSpec]:
     """The Triton kernels ``ascend:<stage>`` launches for this input, in launch order.
 
@@ -281,22 +288,27 @@ def kernel_specializations(
     positions, boundaries and slots, bf16 norm weight, fp32 cos/sin, uint8 cache) with the state
     in ``state_dtype``; a step's boundary list and count are int32. The launchers take their
     constexprs from this list, so it is exactly what runs.
+
+    ``kv_format``: the cache format written (``fused`` only: the other rungs write ``"int8"``);
+    ``"bf16"`` caches are bfloat16 pointers. The slots a page are a run-time argument.
     """
     if stage not in _LADDER:
         raise ValueError(f"stage must be one of {ASCEND_STAGES}, got {stage!r}")
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
     writer = _LADDER[stage][4]
+    if kv_format != "int8" and writer != "fused":
+        raise ValueError(f"stage {stage!r} writes kv_format='int8' only, got {kv_format!r}")
     if split and stage not in ASCEND_PLANNED_STAGES:
         raise ValueError(f"stage {stage!r} does not split windows; only {ASCEND_PLANNED_STAGES} do")
     if step and stage not in ASCEND_PLANNED_STAGES:
         raise ValueError(f"stage {stage!r} has no sync-free step; only {ASCEND_PLANNED_STAGES} do")
     if split:
-        specs = _split_specs(stage, block_size, compress_ratio, state_dtype)
+        specs = _split_specs(stage, block_size, compress_ratio, state_dtype, kv_format)
         if step:  # the device picks the split or the unsplit gather by the step's count
-            specs.append(_gather_spec(stage, block_size, compress_ratio, state_dtype))
+            specs.append(_gather_spec(stage, block_size, compress_ratio, state_dtype, kv_format))
     else:
-        specs = [_gather_spec(stage, block_size, compress_ratio, state_dtype)]
+        specs = [_gather_spec(stage, block_size, compress_ratio, state_dtype, kv_format)]
     if device_type == "cuda" and stage in ASCEND_PLANNED_STAGES:
         specs = [_with_volatile_rows(spec) for spec in specs]
     if writer == "quantize":
@@ -374,7 +386,8 @@ def _run(args, route_name: str, out) -> None:
             args.rms_norm_weight, args.cos_sin_cache, args.kv_slot_mapping, args.kv_cache, out)
         return
     _, _, _, normalised, writer = _LADDER[stage]
-    specs = kernel_specializations(stage, args.block_size, args.compress_ratio, args.state_cache.dtype)
+    specs = kernel_specializations(stage, args.block_size, args.compress_ratio, args.state_cache.dtype,
+                                   kv_format=args.kv_format)
     if args.cos_sin_cache.shape[0] == 0:
         return  # no position has a cos/sin row, so every output is invalid: nothing to write
     if writer == "fused":

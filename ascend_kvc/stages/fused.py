@@ -10,6 +10,11 @@ block id outside ``state_cache``) write nothing.
 It trades the conservative default rung's (``triton-quant``) real bf16 tensor boundary and pure-uint8
 scatter for one launch: quantisation and the byte stores happen in the kernel, with bf16
 rounding and scales done by integer bit operations.
+
+It writes every cache format (``KV_FORMAT``, ``slot_bytes.KV_FORMAT_CODES``): the 584-byte
+``int8`` and ``fp8_e4m3`` slots into pages of any number of slots (``slots_per_page``, a run-time
+argument), and ``bf16`` rows (``block_gather.store_rotated_bf16``) into row ``slot`` of the
+cache's ``[-1, 512]`` view, ``kv_s0`` values apart.
 """
 
 from __future__ import annotations
@@ -19,9 +24,28 @@ import triton.language as tl
 
 from ..device import persistent_programs
 from ..boundaries import counted_outputs
-from ..layout import SLOTS_PER_PAGE
 from ..slot_bytes import store_pooled_slot_bytes
-from .block_gather import pool_output
+from .block_gather import pool_output, store_rotated_bf16
+
+
+@triton.jit
+def store_output(
+    c,  # [512] fp32: the pooled c of one output
+    pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1,
+    kv_cache_ptr,  # out: uint8 pages [num_pages, slots_per_page * 584], or bfloat16 rows (KV_FORMAT 2)
+    slot,  # int64 >= 0, checked by the caller
+    kv_s0,  # elements between pages (uint8) or rows (bfloat16)
+    slots_per_page,
+    C: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr,
+    KV_FORMAT: tl.constexpr,
+):
+    """Write one output in the cache format ``KV_FORMAT`` (``slot_bytes.KV_FORMAT_CODES``)."""
+    if KV_FORMAT == 2:  # bf16: 512 bit patterns stored through an int16 view of the row
+        row = kv_cache_ptr.to(tl.pointer_type(tl.int16), bitcast=True) + slot.to(tl.int64) * kv_s0
+        store_rotated_bf16(c, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, True, row)
+    else:
+        store_pooled_slot_bytes(c, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0,
+                                slots_per_page, C, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT)
 
 
 @triton.jit
@@ -31,14 +55,14 @@ def _fused_compress_kernel(
     block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
     weight_ptr,  # in, [512], bfloat16/float32, unit stride
     cos_sin_ptr,  # in, [max_pos, 64], float32
-    kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
+    kv_cache_ptr,  # out, uint8 [num_pages, slots_per_page * 584] (pages kv_s0 apart) or bfloat16 rows of 512
     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
-    state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0,
+    state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, slots_per_page,
     eps,
     count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
     VOLATILE_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr,
-    SCALE_REGION: tl.constexpr, SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr, COUNTED: tl.constexpr,
+    SCALE_BYTES: tl.constexpr, KV_FORMAT: tl.constexpr, COUNTED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
@@ -48,8 +72,14 @@ def _fused_compress_kernel(
             num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
             state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
         if n_bad == 0:
-            store_pooled_slot_bytes(acc / l, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot,
-                                    kv_s0, C, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)
+            store_output(acc / l, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0,
+                         slots_per_page, C, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT)
+
+
+def cache_row_stride(out, kv_format: str) -> int:
+    """``kv_s0`` of the kernels that write ``out``: elements between its pages, or between the rows
+    of its ``[-1, 512]`` view for a ``bf16`` cache."""
+    return out.view(-1, 512).stride(0) if kv_format == "bf16" else out.stride(0)
 
 
 def launch(args, out, spec) -> None:
@@ -60,9 +90,10 @@ def launch(args, out, spec) -> None:
     globals()[spec.kernel][grid](
         st, args.boundary_token_indices, args.token_to_req, args.positions, args.kv_slot_mapping, bt,
         args.rms_norm_weight, cs, out,
-        n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], out.shape[0] * SLOTS_PER_PAGE,
+        n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], args.num_slots,
         cs.shape[0], args.block_size,
         st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1), cs.stride(0), cs.stride(1),
-        out.stride(0), args.rms_norm_eps, args.boundary_token_indices,  # count_ptr: not read (COUNTED is False)
+        cache_row_stride(out, args.kv_format), args.slots_per_page, args.rms_norm_eps,
+        args.boundary_token_indices,  # count_ptr: not read (COUNTED is False)
         **spec.constexprs,
     )

@@ -35,7 +35,8 @@ import torch
 from ..device import ascend_programs, programs_own_cores, split_rule, vector_cores_override
 from ..launch import KernelLauncher, stream_scratch, stream_state
 from ..boundaries import COUNT_SPLIT, COUNT_TOTAL, COUNT_UNSPLIT, SPLIT_ROUNDS
-from ..layout import HEAD_DIM, NOPE_DIM, NOPE_GROUPS, SLOTS_PER_PAGE
+from ..layout import BF16_ROW, HEAD_DIM, NOPE_DIM, NOPE_GROUPS
+from .fused import cache_row_stride
 from .split_window import STATE_FLOATS
 from .work_split import MIN_PIECE_ROWS, WorkSplit, plan_split
 
@@ -147,14 +148,20 @@ class AscendPlan:
             self.split = plan_split(n, C, cores, min_rows, piece_row_tile(bs),
                                     unsplit_row_tile(bs) if wider_tiles_split else None)
         specs = kernel_specializations(stage, bs, C, args.state_cache.dtype, split=self.split.split,
-                                       device_type=dev.type, step=step, state_slots=bool(step_state_slots))
+                                       device_type=dev.type, step=step, state_slots=bool(step_state_slots),
+                                       kv_format=args.kv_format)
         if search is not None and search.programs == 1:  # one chunk: the list kernel counts it itself
             specs = [s for s in specs if s.kernel != "_count_boundaries_kernel"]
         if step and split_always and n <= self.split_max:  # every count splits: no unsplit gather
             specs = [s for s in specs if s.kernel not in _UNSPLIT_GATHERS]
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
-        kv_s0 = args.kv_cache.shape[1] if out is None else out.stride(0)  # out=None: a new contiguous tensor
-        num_tokens, num_slots = args.token_to_req.shape[0], args.kv_cache.shape[0] * SLOTS_PER_PAGE
+        # out=None: a new contiguous tensor
+        if out is not None:
+            kv_s0 = cache_row_stride(out, args.kv_format)
+        else:
+            kv_s0 = BF16_ROW if args.kv_format == "bf16" else args.kv_cache.shape[1]
+        num_tokens, num_slots = args.token_to_req.shape[0], args.num_slots
+        page_slots = args.slots_per_page
         table = (n, num_tokens, bt.shape[0], bt.shape[1], st.shape[0], num_slots, cs.shape[0], bs,
                  st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1))
         programs = self.split.programs
@@ -184,10 +191,10 @@ class AscendPlan:
                 WEIGHT, eps, COS_SIN, cs.stride(0), cs.stride(1), count("_gather_to_bf16_kernel")),
             "_fused_compress_kernel": (
                 STATE, *index_args, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),
-                kv_s0, eps, count("_fused_compress_kernel")),
+                kv_s0, page_slots, eps, count("_fused_compress_kernel")),
             "_window_piece_kernel": (STATE, *index_args, BLOCK_TABLE, part, head, n, programs, slots, *table[1:],
                                      count("_window_piece_kernel")),
-            "_merge_to_slot_kernel": (part, head, WEIGHT, COS_SIN, _OUT, *merge_shape, kv_s0, eps,
+            "_merge_to_slot_kernel": (part, head, WEIGHT, COS_SIN, _OUT, *merge_shape, kv_s0, page_slots, eps,
                                       count("_merge_to_slot_kernel")),
             "_merge_to_bf16_kernel": (part, head, WEIGHT, COS_SIN, y, slot, *merge_shape, eps,
                                       count("_merge_to_bf16_kernel")),

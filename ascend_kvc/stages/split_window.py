@@ -11,7 +11,7 @@ block, ``[ROW_TILE, 512]`` row tiles) and leaves the piece's softmax state in sc
 row also writes the output's *head*: its slot (-1 when the output is skipped) and position.
 A second launch merges each output's pieces, those of the programs whose runs hold its first to
 its last row, and ends the way the unsplit rung does: ``_merge_to_slot_kernel`` with
-``slot_bytes.store_pooled_slot_bytes`` (``fused``), or ``_merge_to_bf16_kernel`` with the real
+``fused.store_output`` (``fused``, every cache format), or ``_merge_to_bf16_kernel`` with the real
 bf16 tensor the default's quantise kernel reads. The merge reads the head, not the index
 tensors, so it waits on one read before the states instead of a chain of three.
 
@@ -25,9 +25,9 @@ import triton
 import triton.language as tl
 
 from ..boundaries import counted_outputs
-from ..slot_bytes import store_pooled_slot_bytes
 from ..triton_helpers import resolve_output
 from .block_gather import pool_resolved, store_rotated_bf16
+from .fused import store_output
 
 STATE_FLOATS = 3 * 512  # a piece's state: running max, sum and weighted sum per dimension
 MERGE_ROWS = 4  # piece states a merge step reads as one [MERGE_ROWS, 512] tile
@@ -161,12 +161,11 @@ def _merge_to_slot_kernel(
     head_ptr,  # in, [num_outputs, 2] int64: slot (-1: skip) and position, from ``_window_piece_kernel``
     weight_ptr,  # in, [512], bfloat16/float32, unit stride
     cos_sin_ptr,  # in, [max_pos, 64], float32
-    kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
-    num_outputs, programs, piece_slots, cs_s0, cs_s1, kv_s0, eps,
+    kv_cache_ptr,  # out, uint8 [num_pages, slots_per_page * 584] (pages kv_s0 apart) or bfloat16 rows of 512
+    num_outputs, programs, piece_slots, cs_s0, cs_s1, kv_s0, slots_per_page, eps,
     count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
     C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr,
-    PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr, SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
-    COUNTED: tl.constexpr,
+    PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr, KV_FORMAT: tl.constexpr, COUNTED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
@@ -177,8 +176,8 @@ def _merge_to_slot_kernel(
         ok, pos, slot, c, bad = merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C,
                                              MERGE_ROWS, RUN_ROWS)
         if ok & (bad == 0):
-            store_pooled_slot_bytes(c, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0,
-                                    C, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)
+            store_output(c, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0, slots_per_page,
+                         C, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT)
 
 
 @triton.jit

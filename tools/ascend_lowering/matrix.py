@@ -1,5 +1,7 @@
 """What the audit compiles: every Ascend kernel x C x block_size x state dtype, deduplicated.
 
+``fused`` is compiled for every cache format it writes (``FUSED_FORMATS`` besides int8), unsplit and split.
+
 The kernels of a stage and their exact constexprs and pointer types come from
 ``ascend_kvc.stages.kernel_specializations(stage, block_size, compress_ratio, state_dtype)``, the
 list the route's launchers themselves run.
@@ -44,6 +46,20 @@ def pointer_type(dtype) -> str:
 
 SPLIT_SUFFIX = "/split"
 STEP_SUFFIX = "/step"  # ``compress_step``: the boundary search, then the rung's kernels reading its count
+# The cache formats ``fused`` writes besides int8 (``kv_format``), each a stage ``fused/<format>`` and
+# ``fused/<format>/split``: the slots a page are a run-time argument, so no page width is audited apart.
+FUSED_FORMATS = ("fp8_e4m3", "bf16")
+
+
+def _format_stages() -> tuple[str, ...]:
+    """``fused/<format>`` and ``fused/<format>/split`` where ``fused`` writes the other formats."""
+    from ascend_kvc.stages import kernel_specializations
+
+    try:
+        kernel_specializations("fused", BLOCK_SIZES[0], RATIOS[0], STATE_DTYPES[0], kv_format=FUSED_FORMATS[0])
+    except (TypeError, ValueError):
+        return ()
+    return tuple(f"fused/{fmt}{tail}" for fmt in FUSED_FORMATS for tail in ("", SPLIT_SUFFIX))
 
 
 def _split_stages() -> tuple[str, ...]:
@@ -65,7 +81,7 @@ def stages() -> tuple[str, ...]:
     """The Ascend ladder's stages, then the split variants of the planned rungs (``fused`` added
     where the package has it outside the ladder)."""
     if "fused" in ASCEND_STAGES:
-        return ASCEND_STAGES + _split_stages()
+        return ASCEND_STAGES + _split_stages() + _format_stages()
     from ascend_kvc.stages import kernel_specializations
 
     try:
@@ -112,6 +128,10 @@ def kernel_specs(stage: str, block_size: int, ratio: int, state_dtype: torch.dty
 
     split = stage.endswith(SPLIT_SUFFIX)
     stage = stage.removesuffix(SPLIT_SUFFIX)
+    fmt = next((f for f in FUSED_FORMATS if stage.endswith("/" + f)), None)
+    if fmt is not None:
+        return [to_spec(k) for k in kernel_specializations(stage.removesuffix("/" + fmt), block_size, ratio,
+                                                           state_dtype, split=split, kv_format=fmt)]
     if stage.endswith(STEP_SUFFIX):  # with a state slot mapping: the search's fuller form
         return [to_spec(k) for k in kernel_specializations(stage.removesuffix(STEP_SUFFIX), block_size, ratio,
                                                            state_dtype, split=split, step=True, state_slots=True)]
