@@ -158,19 +158,25 @@ def _unsupported_window(route: Route, args) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _announce_fallback(device_type: str, name: str, reason: str) -> None:
-    logger.info("ascend_kvc: route='auto' on %s tensors runs route 'reference' instead of %r: %s",
-                device_type, name, reason)
+def _announce_fallback(device_type: str, name: str, reason: str, instead: str = "reference") -> None:
+    logger.info("ascend_kvc: route='auto' on %s tensors runs route %r instead of %r: %s",
+                device_type, instead, name, reason)
 
 
 def for_arguments(requested: str, chosen: Route, args) -> Route:
-    """``chosen`` if it computes these arguments' format; for ``route='auto'`` the reference route
-    otherwise (said once in the log); for a route asked by name, ``RouteUnavailableError`` with the
+    """``chosen`` if it computes these arguments' format; for ``route='auto'`` otherwise, on a GPU or
+    an NPU ``ascend:fused`` where it computes them, else the reference route (said once in the log); for a route asked by name, ``RouteUnavailableError`` with the
     reason (it names ``kv_format``, ``overlap``, ``compress_ratio`` or ``kv_cache``)."""
     reason = unsupported(chosen, args)
     if not reason:
         return chosen
     if requested == "auto":
+        # On a GPU or an NPU the kernel route that writes every format, where it computes these
+        # arguments (vLLM's fp8 slot, vLLM-Ascend's bf16 rows); else the reference.
+        for name in sorted(FORMAT_ROUTES):
+            if args.device.type in ("cuda", "npu") and not unsupported(ROUTES[name], args):
+                _announce_fallback(args.device.type, chosen.name, reason, name)
+                return ROUTES[name]
         _announce_fallback(args.device.type, chosen.name, reason)
         return ROUTES["reference"]
     raise RouteUnavailableError(reason)
