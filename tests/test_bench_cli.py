@@ -44,7 +44,8 @@ def test_bench_cli_end_to_end(tmp_path):
     else:  # no device profiler on CPU: no number rather than a made-up one
         assert all(r["kernels"] == "" and int(r["triton_launches"]) >= (r["route"] != "reference") for r in rows)
     report = (tmp_path / "rep" / "report.md").read_text()
-    assert "## Fastest per case" in report and "read bandwidth" in report
+    assert "read bandwidth" in report
+    assert ("## Fastest per case" in report) == (DEVICE != "cpu")  # the interpreter's times rank nothing
     for name in ("bench.csv", "bench.json", "ladder.png", "floor.png", "launches.png"):
         assert (tmp_path / "rep" / name).is_file()
 
