@@ -6,7 +6,6 @@ current device and a ``device`` context that changes it, and the checks watch wh
 current when the route's work starts.
 """
 
-import contextlib
 from types import SimpleNamespace
 
 import pytest
@@ -16,27 +15,12 @@ from ascend_kvc import api, launch, stages
 from ascend_kvc.stages import plan as plan_module
 
 from cases import general_case, run_and_check
-
-
-class _FakeNpu:
-    def __init__(self):
-        self.current = 0
-
-    def current_device(self):
-        return self.current
-
-    @contextlib.contextmanager
-    def device(self, index):
-        before, self.current = self.current, index
-        try:
-            yield
-        finally:
-            self.current = before
+from npu_standin import FakeNpu
 
 
 @pytest.fixture
 def npu(monkeypatch):
-    fake = _FakeNpu()
+    fake = FakeNpu()  # two stand-in NPUs, npu:0 current
     monkeypatch.setattr(torch, "npu", fake, raising=False)
     return fake
 
