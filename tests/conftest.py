@@ -51,6 +51,29 @@ def _triton_interpret_kept():
             os.environ["TRITON_INTERPRET"] = before
 
 
+@pytest.fixture(scope="session")
+def audit_installed():
+    """Skip without triton-ascend and bishengir-compile in .ascend-triton/ (``make`` installs
+    them); in CI a missing install is a failure."""
+    from tools import ascend_lowering as audit
+
+    try:
+        audit.driver.check_install()
+    except RuntimeError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def audit_report(audit_installed):
+    """The whole lowering audit, once per test process (compiled results are cached under
+    build/ascend-audit/)."""
+    from tools import ascend_lowering as audit
+
+    return audit.run_audit()
+
+
 def pytest_collection_modifyitems(config, items):
     skip_cuda = pytest.mark.skip(reason="no CUDA GPU on this machine")
     skip_npu = pytest.mark.skip(reason="no Ascend NPU (torch-npu) on this machine")

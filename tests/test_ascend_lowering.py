@@ -6,7 +6,6 @@ where a missing install is a failure.
 """
 
 import json
-import os
 from collections import Counter
 
 import pytest
@@ -27,19 +26,9 @@ SEARCH = mx.SEARCH_KERNELS
 _ELEMENT = {"float32": ("f32", 4), "bfloat16": ("bf16", 2)}
 
 
-def _require_install():
-    try:
-        audit.driver.check_install()
-    except RuntimeError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
-def report():
-    _require_install()
-    return audit.run_audit()
+@pytest.fixture
+def report(audit_report):
+    return audit_report
 
 
 def _uses(report):
@@ -75,9 +64,8 @@ def test_planned_unified_buffer_is_recorded(report):
             assert r["ub_bits"] is not None and 0 < r["ub_bits"] <= audit.UB_BITS_910B, r
 
 
-def test_the_compiler_catches_a_unified_buffer_overflow(tmp_path, monkeypatch):
+def test_the_compiler_catches_a_unified_buffer_overflow(audit_installed, tmp_path, monkeypatch):
     """Same check on a probe kernel that fits at 8 rows and overflows at 64; nothing in the temp dir."""
-    _require_install()
     system_tmp = tmp_path / "system-tmp"
     system_tmp.mkdir()
     monkeypatch.setenv("ASCEND_AUDIT_BUILD", str(tmp_path / "build"))  # fresh: nothing cached
