@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .layout import COMPRESS_RATIOS, DEFAULT_KV_FORMAT, SLOTS_PER_PAGE
+from .layout import COMPRESS_RATIOS, DEFAULT_KV_FORMAT, KV_FORMATS, OVERLAP_RATIO, SLOTS_PER_PAGE
 
 logger = logging.getLogger("ascend_kvc")
 
@@ -116,26 +116,44 @@ def check_can_run(route: Route, device: torch.device) -> None:
         raise RouteUnavailableError(f"route {route.name!r} has no Triton backend for device type {device.type!r}")
 
 
-def unsupported(route: Route, args) -> str:
-    """Why ``route`` cannot compute these checked arguments' cache format, or ``""`` when it can.
+@dataclass(frozen=True)
+class Capabilities:
+    """What a Triton route computes beyond the challenge's layout (int8, 64 slots a page, C in
+    {128, 256, 512}, no overlap)."""
 
-    The reference route computes every format, any slots per page and the overlapping ratio-4
-    compressor. ``ascend:fused`` computes every format and any slots per page (``FORMAT_ROUTES``)
-    with a ratio of 128, 256 or 512 without overlap; the other Triton routes the int8 slot with 64
-    slots a page.
-    """
+    kv_formats: tuple[str, ...] = (DEFAULT_KV_FORMAT,)
+    any_slots_per_page: bool = False  # 584-byte slots into pages of any P >= 1, not only 64
+    ratio_4: bool = False  # compress_ratio=4 without overlap
+    overlap: bool = False  # the overlapping ratio-4 compressor
+
+
+_EVERY_FORMAT = Capabilities(kv_formats=KV_FORMATS, any_slots_per_page=True)
+# Triton routes by name; a route not named here computes only the challenge's layout. The
+# reference route (no Triton) computes everything.
+CAPABILITIES: dict[str, Capabilities] = {
+    "ascend:fused": _EVERY_FORMAT,
+}
+
+
+def capabilities(route: Route) -> Capabilities:
+    """What ``route`` computes (everything, for the reference route)."""
     if not route.uses_triton:
-        return ""
-    if route.name in FORMAT_ROUTES:
-        return _unsupported_window(route, args)
+        return Capabilities(kv_formats=KV_FORMATS, any_slots_per_page=True, ratio_4=True, overlap=True)
+    return CAPABILITIES.get(route.name, Capabilities())
+
+
+def unsupported(route: Route, args) -> str:
+    """Why ``route`` cannot compute these checked arguments' cache format, page width or window,
+    or ``""`` when it can (``CAPABILITIES``)."""
+    can = capabilities(route)
     problems = []
-    if args.kv_format != DEFAULT_KV_FORMAT:
-        problems.append(f"kv_format={args.kv_format!r} (only 'int8'; 'ascend:fused' writes every format)")
-    if args.overlap:
-        problems.append("overlap=True (not yet)")
-    elif args.compress_ratio not in COMPRESS_RATIOS:
+    if args.kv_format not in can.kv_formats:
+        problems.append(f"kv_format={args.kv_format!r} (only {', '.join(map(repr, can.kv_formats))})")
+    if args.overlap and not can.overlap:
+        problems.append("overlap=True")
+    elif not args.overlap and args.compress_ratio == OVERLAP_RATIO and not can.ratio_4:
         problems.append(f"compress_ratio={args.compress_ratio} (only {COMPRESS_RATIOS})")
-    if args.kv_format != "bf16" and args.slots_per_page != SLOTS_PER_PAGE:
+    if args.kv_format != "bf16" and args.slots_per_page != SLOTS_PER_PAGE and not can.any_slots_per_page:
         problems.append(f"kv_cache with {args.slots_per_page} slots a page (width {args.kv_cache.shape[1]}; only "
                         f"{SLOTS_PER_PAGE} slots, width {SLOTS_PER_PAGE * 584})")
     if not problems:
@@ -143,18 +161,10 @@ def unsupported(route: Route, args) -> str:
     return f"route {route.name!r} cannot compute " + ", ".join(problems) + "; route='reference' computes every format"
 
 
-# The Triton routes that write every cache format with any slots per page.
-FORMAT_ROUTES = frozenset({"ascend:fused"})
-
-
-def _unsupported_window(route: Route, args) -> str:
-    if args.overlap:
-        problem = "overlap=True (not yet)"
-    elif args.compress_ratio not in COMPRESS_RATIOS:
-        problem = f"compress_ratio={args.compress_ratio} (only {COMPRESS_RATIOS})"
-    else:
-        return ""
-    return f"route {route.name!r} cannot compute {problem}; route='reference' computes every format"
+# The Triton routes that write every cache format with any slots per page: what ``route='auto'``
+# runs on a GPU or an NPU when the route it picks cannot compute the arguments.
+FORMAT_ROUTES = frozenset(name for name, can in CAPABILITIES.items()
+                          if set(can.kv_formats) == set(KV_FORMATS) and can.any_slots_per_page)
 
 
 @functools.lru_cache(maxsize=None)
