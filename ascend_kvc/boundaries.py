@@ -14,7 +14,7 @@ with more than one, ``_count_boundaries_kernel`` first counts each chunk's bound
 the list kernel's program ``p`` starts its chunk's entries after the counts of chunks ``0..p-1``.
 Within a chunk, ``BLOCK_T`` tokens at a time, a token's entry is the prefix sum of the flags
 before it. Small steps (decode) take one program and one launch; large prefill steps take up to
-``MAX_PROGRAMS`` programs and two launches, each reading its chunk once.
+``MAX_PROGRAMS`` programs (one tile each where the cores allow) and two launches, each reading its chunk once.
 
 The list kernel also decides the work split of the planned Ascend rungs from the count
 (``split_counts``): it writes the count three times, all of it, the part the unsplit kernels
@@ -36,11 +36,13 @@ import triton.language as tl
 
 # Tokens a program tests at once: an int64 position and two int64 slots each, 24 KiB a tile.
 BLOCK_T = 1024
-# The most programs of a search (their counts are read as one [MAX_PROGRAMS] vector).
-MAX_PROGRAMS = 64
+# The most programs of a search (their counts are read as one [MAX_PROGRAMS] vector): a
+# 131072-token step in one tile a program.
+MAX_PROGRAMS = 128
 # Steps of at most this many tokens are searched by one program in one launch (decode steps,
-# small prefill chunks); larger ones in chunks of at least this many tokens, two launches.
+# small prefill chunks); larger ones in two launches, in chunks of at least MIN_CHUNK_TOKENS.
 SINGLE_PROGRAM_TOKENS = 4096
+MIN_CHUNK_TOKENS = BLOCK_T
 
 
 @triton.jit
@@ -64,6 +66,16 @@ def split_counts(count, split_max, split_cores, split_always):
     idle = count * 20 < 19 * split_cores * rounds
     take = (count <= split_max) & ((split_always != 0) | idle)
     return tl.where(take, count, 0)
+
+
+def every_count_splits(max_count: int, split_max: int, split_cores: int, split_always: bool) -> bool:
+    """Whether ``split_counts`` gives every count from 1 to ``max_count`` to the split kernels
+    (then a step needs no unsplit gather): the host's copy of the device's rule."""
+    if max_count > split_max:
+        return False
+    if split_always:
+        return True
+    return all(c * 20 < 19 * split_cores * -(-c // split_cores) for c in range(1, max_count + 1))
 
 
 @triton.jit
@@ -160,14 +172,16 @@ class BoundarySearch:
 
 
 def plan_search(num_tokens: int, max_programs: int = MAX_PROGRAMS) -> BoundarySearch:
-    """One program up to ``SINGLE_PROGRAM_TOKENS`` tokens; else chunks of whole ``BLOCK_T`` tiles,
-    at least ``SINGLE_PROGRAM_TOKENS`` tokens each, on at most ``max_programs`` programs."""
+    """One program up to ``SINGLE_PROGRAM_TOKENS`` tokens; else chunks of whole ``BLOCK_T`` tiles
+    on as many programs as ``max_programs`` (at most ``MAX_PROGRAMS``) allows, each at least
+    ``MIN_CHUNK_TOKENS``: a chunk's tiles are read one after another, so fewer tiles a program is
+    less time a launch."""
     if num_tokens < 0 or max_programs < 1:
         raise ValueError(f"need num_tokens >= 0 and max_programs >= 1, got {num_tokens}, {max_programs}")
     cap = min(max_programs, MAX_PROGRAMS)
     if num_tokens <= SINGLE_PROGRAM_TOKENS or cap == 1:
         return BoundarySearch(num_tokens, 1, max(num_tokens, 1))
-    programs = min(cap, -(-num_tokens // SINGLE_PROGRAM_TOKENS))
+    programs = min(cap, -(-num_tokens // max(MIN_CHUNK_TOKENS, BLOCK_T)))
     tiles = -(-num_tokens // BLOCK_T)
     chunk = -(-tiles // programs) * BLOCK_T
     return BoundarySearch(num_tokens, -(-num_tokens // chunk), chunk)

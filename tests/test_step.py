@@ -504,3 +504,37 @@ def test_compress_step_compiles_in_one_graph(route):
         got = compiled(b.state_cache, sw.token_to_req, sw.positions, b.block_table, b.rms_norm_weight,
                        b.cos_sin_cache, sw.kv_slot_mapping, sw.kv_cache, sw.state_slot_mapping, route)
         judge(sw, got, before, REPLAY_MEANT[k])
+
+
+@pytest.mark.parametrize("split_max,cores,always", [(100, 40, 0), (30, 40, 0), (100, 40, 1), (800, 132, 0), (5, 1, 0)])
+def test_every_count_splits_is_the_device_rule(split_max, cores, always):
+    """The host's ``every_count_splits`` (which drops a step's unsplit gather) agrees with the
+    device's ``split_counts`` on every count up to each bound."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def probe(out_ptr, m, k, a, N: tl.constexpr):
+        c = tl.arange(0, N)
+        tl.store(out_ptr + c, boundaries.split_counts(c, m, k, a))
+
+    N = 1024
+    out = torch.full((N,), -1, dtype=torch.int32, device=DEVICE)
+    probe[(1,)](out, split_max, cores, always, N=N)
+    device_splits = (out.cpu()[1:] > 0).tolist()  # counts 1..N-1
+    for max_count in (1, 2, 37, 38, 60, 125, 126, 127, 300, N - 1):
+        want = all(device_splits[:max_count])
+        assert boundaries.every_count_splits(max_count, split_max, cores, bool(always)) == want, max_count
+
+
+def test_small_step_on_many_cores_launches_no_unsplit_gather(monkeypatch):
+    """A step of fewer tokens than 95% of the cores splits whatever its count: its plan has no
+    unsplit gather (one launch less a decode step)."""
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
+    step_module.clear_step_plans()
+    sw = make_step_workload([(100, 30), (250, 7)], 128, block_size=4, seed=161, device=DEVICE)
+    before = run_step(sw, "ascend:fused")
+    judge(sw, sw.kv_cache, before)
+    plan = next(iter(step_module._STEP_PLANS.values()))
+    assert "_fused_compress_kernel" not in plan.kernels and "_window_piece_kernel" in plan.kernels
+    step_module.clear_step_plans()

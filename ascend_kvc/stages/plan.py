@@ -34,7 +34,7 @@ import torch
 
 from ..device import ascend_programs, programs_own_cores, split_rule, vector_cores_override
 from ..launch import KernelLauncher, stream_scratch, stream_state
-from ..boundaries import COUNT_SPLIT, COUNT_TOTAL, COUNT_UNSPLIT, SPLIT_ROUNDS
+from ..boundaries import COUNT_SPLIT, COUNT_TOTAL, COUNT_UNSPLIT, SPLIT_ROUNDS, every_count_splits
 from ..layout import BF16_ROW, HEAD_DIM, NOPE_DIM, NOPE_GROUPS
 from .fused import cache_row_stride
 from .split_window import STATE_FLOATS
@@ -152,7 +152,7 @@ class AscendPlan:
                                        kv_format=args.kv_format)
         if search is not None and search.programs == 1:  # one chunk: the list kernel counts it itself
             specs = [s for s in specs if s.kernel != "_count_boundaries_kernel"]
-        if step and split_always and n <= self.split_max:  # every count splits: no unsplit gather
+        if step and every_count_splits(n, self.split_max, cores, split_always):  # no unsplit gather
             specs = [s for s in specs if s.kernel not in _UNSPLIT_GATHERS]
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         # out=None: a new contiguous tensor
