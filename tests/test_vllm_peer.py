@@ -339,3 +339,35 @@ def test_vllm_kernel_runs_at_tiny_size_and_writes_only_the_slots(tmp_path):
         ra = a[:, NOPE_DIM:PAYLOAD_BYTES].contiguous().view(torch.bfloat16).double()
         rb = b[:, NOPE_DIM:PAYLOAD_BYTES].contiguous().view(torch.bfloat16).double()
         assert ((ra - rb).abs() <= 2.0**-6 * rb.abs() + 1e-30).all(), label
+
+
+def test_timed_rows_with_fake_timers(ours_as_peer, tmp_path, monkeypatch, capsys):
+    """The timing path with CUDA's timers replaced: a row per mode with both times and their
+    ratio; a call that cannot be captured gets no time and its reason, not a crash."""
+    calls = []
+
+    def eager(call, reps, warmup):
+        calls.append(("eager", reps, warmup))
+        call()
+        return 10.0 if len(calls) % 2 else 25.0  # ours first, then vLLM
+
+    def graph(call, reps, warmup):
+        calls.append(("graph", reps, warmup))
+        if len(calls) % 2:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return 5.0
+
+    monkeypatch.setattr(vp, "can_time", lambda device: True)
+    monkeypatch.setattr(vp, "event_us", eager)
+    monkeypatch.setattr(vp, "graph_us", graph)
+    out = tmp_path / "t.json"
+    assert vp.main([str(ours_as_peer), "--small", "--device", "cpu", "--cases", "decode", "--routes", "reference",
+                    "--reps", "7", "--warmup", "2", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["mode"] for r in rows] == ["eager", "graph"] and all(c[1:] == (7, 2) for c in calls)
+    e, g = rows
+    assert (e["ours_us"], e["vllm_us"], e["ratio"]) == (10.0, 25.0, 2.5)
+    assert g["ours_us"] is None and "capturing" in g["ours_error"] and g["vllm_us"] == 5.0 and g["ratio"] is None
+    table = capsys.readouterr().out
+    assert "| decode/R4-B2-C4 | reference (reference) | eager | 10.0 | 25.0 | 2.50 |" in table
+    assert "| graph | - | 5.0 | - |" in table
