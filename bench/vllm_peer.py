@@ -70,6 +70,7 @@ PEER_FUNCTION = "compress_norm_rope_store_triton"
 KV_FORMAT = "fp8_e4m3"
 KV_BLOCK_TOKENS = 256  # vLLM's KV block: a page holds kv_block_tokens // C compressed slots
 CASE_NAMES = ("C128", "C4", "decode")
+SKIP_EVERY = 7  # every 7th token of a step has kv slot -1 (padding): both sides must skip it
 POW2_SLACK = 2.0**-20  # relative distance of amax / 448 from a power of two that float32's log2 can blur
 
 
@@ -184,12 +185,15 @@ def _pages(num_slots: int, P: int) -> int:
 
 def _with_cache(step: StepWorkload, P: int, seed: int) -> StepWorkload:
     """``step`` over a random non-zero cache of pages of ``P`` slots, each of its tokens its own
-    slot (shuffled; non-boundary tokens too: the boundary test must leave them out)."""
+    slot (shuffled; non-boundary tokens too: the boundary test must leave them out), every
+    ``SKIP_EVERY``-th token slot -1."""
     g = torch.Generator().manual_seed(seed)
     T = step.num_tokens
     pages = _pages(T, P)
     dev = step.positions.device
-    slots = torch.randperm(pages * P, generator=g)[:T].to(dev)
+    slots = torch.randperm(pages * P, generator=g)[:T]
+    slots[SKIP_EVERY - 1::SKIP_EVERY] = -1  # padding tokens: no output
+    slots = slots.to(dev)
     cache = torch.randint(0, 256, (pages, page_bytes(P)), dtype=torch.uint8, generator=g).to(dev)
     return StepWorkload(base=step.base, token_to_req=step.token_to_req, positions=step.positions,
                         kv_slot_mapping=slots, kv_cache=cache, state_slot_mapping=step.state_slot_mapping,
@@ -388,11 +392,17 @@ def graph_us(call, reps: int, warmup: int) -> float:
     return event_us(g.replay, reps, warmup)
 
 
+def can_time(device: str) -> bool:
+    """CUDA events time device work; on the CPU there is nothing to time."""
+    return device == "cuda"
+
+
 def _timed(fn, call, reps, warmup) -> tuple[float | None, str]:
     try:
         return fn(call, reps, warmup), ""
     except Exception as exc:  # a route that cannot be captured: reported, not fatal
-        torch.cuda.synchronize()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
@@ -467,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     if a.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before the peer's kernels are defined
-    timing = a.device == "cuda" and not a.no_time
+    timing = can_time(a.device) and not a.no_time
     peer = load_peer(a.path)
     info = versions()
     print(f"device {info['device_name']}, torch {info['torch']}, triton {info['triton']}"
