@@ -140,6 +140,10 @@ def test_cases_are_the_asked_shapes():
     c4 = small["C4/prefill-T32"]
     assert c4.base.overlap and c4.compress_ratio == 4 and c4.block_size == 8 and c4.base.tags["shuffle"]
     assert c4.kv_cache.shape[1] == (vp.KV_BLOCK_TOKENS // 4) * SLOT_BYTES
+    skipped = c4.kv_slot_mapping < 0  # padding tokens, one of them a boundary token: both sides skip it
+    assert bool(skipped.any()) and bool((skipped & ((c4.positions + 1) % 4 == 0)).any())
+    live = c4.kv_slot_mapping[~skipped]
+    assert live.unique().numel() == live.numel()  # every other token its own slot
     assert small["C128/R1-T256-C128"].kv_cache.shape[1] == (vp.KV_BLOCK_TOKENS // 128) * SLOT_BYTES
     dec = small["decode/R4-B2-C4"]
     assert int(((dec.positions + 1) % 4 == 0).sum()) == 2 and dec.num_tokens == 4
