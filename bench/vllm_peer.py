@@ -306,22 +306,19 @@ def classify_slots(truth, peer_slots: torch.Tensor, ours_slots: torch.Tensor) ->
     nope = ok_pow2[:, :NOPE_DIM].view(-1, NOPE_GROUPS, QUANT_GROUP)
     ok_pow2[:, :NOPE_DIM] = (nope | pow2[:, :, None]).view(-1, NOPE_DIM)
     judged = truth.in_range
-    for i in range(out.slots):
-        if not bool(judged[i]):
-            out.unjudged += 1
-        elif bool(equal[i]):
-            out.equal += 1
-        elif bool(ok[i].all()):
-            out.ambiguous += 1
-        elif bool(ok_pow2[i].all()):
-            out.scale_pow2 += 1
-        else:
-            out.real += 1
-            if not out.first_real:
-                j = int((~ok_pow2[i]).nonzero()[0])
-                out.first_real = (f"output {int(truth.outputs[i])} (slot {int(truth.slots[i])}) byte {j} "
-                                  f"[{_region(j, KV_FORMAT)}]: vllm {int(peer_slots[i, j])}, ours "
-                                  f"{int(ours_slots[i, j])}, truth {int(truth.expected[i, j])}")
+    differ = judged & ~equal
+    real = differ & ~ok_pow2.all(dim=1)
+    out.unjudged = int((~judged).sum())
+    out.equal = int((judged & equal).sum())
+    out.ambiguous = int((differ & ok.all(dim=1)).sum())
+    out.scale_pow2 = int((differ & ~ok.all(dim=1) & ok_pow2.all(dim=1)).sum())
+    out.real = int(real.sum())
+    if out.real:
+        i = int(real.nonzero()[0])
+        j = int((~ok_pow2[i]).nonzero()[0])
+        out.first_real = (f"output {int(truth.outputs[i])} (slot {int(truth.slots[i])}) byte {j} "
+                          f"[{_region(j, KV_FORMAT)}]: vllm {int(peer_slots[i, j])}, ours "
+                          f"{int(ours_slots[i, j])}, truth {int(truth.expected[i, j])}")
     return out
 
 
@@ -331,7 +328,7 @@ def compare_caches(checked, truth, before: torch.Tensor, ours: torch.Tensor, pee
     from ascend_kvc.oracle import check_cache, slot_columns
 
     page, cols = slot_columns(truth.slots, truth.slots_per_page, KV_FORMAT)
-    classes = classify_slots(truth, peer[page, cols].cpu(), ours[page, cols].cpu())
+    classes = classify_slots(truth, peer[page, cols], ours[page, cols])
     mask = torch.zeros_like(before, dtype=torch.bool)
     mask[page, cols] = True
     stats = classes.as_dict()
