@@ -191,9 +191,10 @@ def test_ambiguous_is_a_difference_inside_the_truth_interval(judged):
     assert (c.ambiguous, c.real) == (1, 0)
 
 
-def _group_at(truth, good, amax: float, exponent: int):
+def _group_at(truth, good, amax: float, exponent: int, value_exponent: int | None = None):
     """``truth`` with group 0 of output 0 exactly known, its |z| max ``amax``, and the slot bytes
-    written with that group at ``exponent``."""
+    written with that group's scale byte ``exponent``, its values at ``value_exponent`` (the same
+    by default)."""
     z = torch.linspace(-amax, amax * 0.5, QUANT_GROUP, dtype=torch.float64)
     z = torch.round(z * 64) / 64  # bf16-exact, |z| max still amax
     z[7] = amax
@@ -205,7 +206,8 @@ def _group_at(truth, good, amax: float, exponent: int):
     e_lo[0, 0] = e_hi[0, 0] = exact
     t = dataclasses.replace(truth, z_lo=z_lo, z_hi=z_hi, e_lo=e_lo, e_hi=e_hi)
     slot = good.clone()
-    slot[0, :QUANT_GROUP] = e4m3_bits(e4m3_round_f64(z * 2.0**-exponent)).to(torch.uint8)
+    at = exponent if value_exponent is None else value_exponent
+    slot[0, :QUANT_GROUP] = e4m3_bits(e4m3_round_f64(z * 2.0**-at)).to(torch.uint8)
     slot[0, PAYLOAD_BYTES] = exponent + SCALE_BIAS
     return t, slot, exact
 
@@ -217,6 +219,9 @@ def test_scale_one_up_at_a_power_of_two_is_its_own_class(judged):
     _, peer, _ = _group_at(truth, good, 1.75, -7)  # vLLM's float32 log2 can say -7
     c = vp.classify_slots(t, peer, right)
     assert (c.scale_pow2, c.real) == (1, 0)
+    _, mixed, _ = _group_at(truth, good, 1.75, -7, value_exponent=-8)  # vLLM's scale, values at another
+    c = vp.classify_slots(t, mixed, right)
+    assert (c.scale_pow2, c.real) == (0, 1)
 
 
 def test_scale_one_off_away_from_a_power_of_two_is_real(judged):
