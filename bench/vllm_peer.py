@@ -528,9 +528,13 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             print(f"| {r['case']} | {r['route']} ({r['resolved_route']}) | {r['mode']} | {_fmt(r['ours_us'], 1)} "
                   f"| {_fmt(r['vllm_us'], 1)} | {_fmt(r['ratio'], 2)} |")
-        ratios = [r["ratio"] for r in rows if r.get("ratio")]
-        if ratios:
-            print(f"geomean vllm / ours over {len(ratios)} rows: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}")
+        for mode in ("eager", "graph"):
+            for route in a.route_list:
+                ratios = [r["ratio"] for r in rows if r["mode"] == mode and r["route"] == route and r.get("ratio")]
+                if ratios:
+                    gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
+                    print(f"{mode}, ours:{route}: vllm / ours over {len(ratios)} cases: geomean {gm:.2f}, "
+                          f"min {min(ratios):.2f}, max {max(ratios):.2f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": a.device, **info, "peer": os.path.abspath(a.path), "small": a.small, "rows": rows},

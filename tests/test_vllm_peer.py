@@ -258,11 +258,12 @@ def test_main_writes_json_and_exits_0_when_the_bytes_agree(ours_as_peer, tmp_pat
     doc = json.loads(out.read_text())
     assert doc["device"] == "cpu" and {"torch", "triton", "device_name"} <= set(doc)
     rows = doc["rows"]
-    assert [(r["case"], r["route"]) for r in rows] == [(c, r) for c in ("C128/R1-T256-C128", "C4/prefill-T32",
-                                                                        "decode/R4-B2-C4") for r in ("reference", "auto")]
+    cases = ("C128/R1-T256-C128", "C4/prefill-T32", "decode/R4-B2-C4")
+    assert [(r["case"], r["route"]) for r in rows] == [(c, r) for c in cases for r in ("reference", "auto")]
     for r in rows:
         assert r["mode"] == "none" and r["resolved_route"] == "reference" and r["bytes"]["real"] == 0
-        assert {"case", "route", "mode", "outputs", "slots_per_page", "bytes", "device_name", "torch", "triton"} <= set(r)
+        assert {"case", "route", "mode", "outputs", "slots_per_page", "bytes", "device_name", "torch",
+                "triton"} <= set(r)
         assert {"slots", "equal", "ambiguous", "scale_pow2", "real", "ours_ok"} <= set(r["bytes"])
 
 
@@ -380,3 +381,4 @@ def test_timed_rows_with_fake_timers(ours_as_peer, tmp_path, monkeypatch, capsys
     table = capsys.readouterr().out
     assert "| decode/R4-B2-C4 | reference (reference) | eager | 10.0 | 25.0 | 2.50 |" in table
     assert "| graph | - | 5.0 | - |" in table
+    assert "eager, ours:reference: vllm / ours over 1 cases: geomean 2.50" in table
