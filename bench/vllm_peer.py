@@ -389,6 +389,14 @@ def graph_us(call, reps: int, warmup: int) -> float:
     return event_us(g.replay, reps, warmup)
 
 
+def capturable(route_name: str) -> bool:
+    """Whether ``compress_step`` on this (resolved) route runs without a host sync, so a CUDA
+    graph can hold it: the routes with a device-side step plan."""
+    from ascend_kvc.routes import ASCEND_PLANNED_STAGES
+
+    return route_name in ("gpgpu", *(f"ascend:{stage}" for stage in ASCEND_PLANNED_STAGES))
+
+
 def can_time(device: str) -> bool:
     """CUDA events time device work; on the CPU there is nothing to time."""
     return device == "cuda"
@@ -511,8 +519,11 @@ def main(argv: list[str] | None = None) -> int:
                        "slots_per_page": step.kv_cache.shape[1] // SLOT_BYTES, "bytes": stats, **info}
                 if timer is not None:
                     ours_c = before.clone()
-                    row["ours_us"], row["ours_error"] = _timed(timer, ours_call(step, ours_c, route), a.reps,
-                                                               a.warmup)
+                    if mode == "graph" and not capturable(ran):
+                        row["ours_us"], row["ours_error"] = None, f"route {ran!r} syncs with the host: no graph"
+                    else:
+                        row["ours_us"], row["ours_error"] = _timed(timer, ours_call(step, ours_c, route), a.reps,
+                                                                   a.warmup)
                     peer_c = before.clone()
                     row["vllm_us"], row["vllm_error"] = _timed(timer, peer_call(peer, step, peer_c), a.reps,
                                                                a.warmup)

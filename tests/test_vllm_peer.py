@@ -354,6 +354,7 @@ def test_vllm_kernel_runs_at_tiny_size_and_writes_only_the_slots(tmp_path):
 def test_timed_rows_with_fake_timers(ours_as_peer, tmp_path, monkeypatch, capsys):
     """The timing path with CUDA's timers replaced: a row per mode with both times and their
     ratio; a call that cannot be captured gets no time and its reason, not a crash."""
+    assert vp.capturable("gpgpu") and vp.capturable("ascend:fused") and not vp.capturable("reference")
     calls = []
 
     def eager(call, reps, warmup):
@@ -368,6 +369,13 @@ def test_timed_rows_with_fake_timers(ours_as_peer, tmp_path, monkeypatch, capsys
         return 5.0
 
     monkeypatch.setattr(vp, "can_time", lambda device: True)
+    monkeypatch.setattr(vp, "capturable", lambda route: False)
+    second_out = tmp_path / "t2.json"
+    assert vp.main([str(ours_as_peer), "--small", "--device", "cpu", "--cases", "decode", "--routes", "reference",
+                    "--json", str(second_out)]) == 0
+    second = json.loads(second_out.read_text())
+    monkeypatch.setattr(vp, "capturable", lambda route: True)
+    calls.clear()
     monkeypatch.setattr(vp, "event_us", eager)
     monkeypatch.setattr(vp, "graph_us", graph)
     out = tmp_path / "t.json"
@@ -378,6 +386,7 @@ def test_timed_rows_with_fake_timers(ours_as_peer, tmp_path, monkeypatch, capsys
     e, g = rows
     assert (e["ours_us"], e["vllm_us"], e["ratio"]) == (10.0, 25.0, 2.5)
     assert g["ours_us"] is None and "capturing" in g["ours_error"] and g["vllm_us"] == 5.0 and g["ratio"] is None
+    assert "no graph" in second["rows"][1]["ours_error"]  # the reference route is not even tried in a graph
     table = capsys.readouterr().out
     assert "| decode/R4-B2-C4 | reference (reference) | eager | 10.0 | 25.0 | 2.50 |" in table
     assert "| graph | - | 5.0 | - |" in table
