@@ -364,14 +364,22 @@ def resolved_route(step: StepWorkload, route: str) -> str:
     return routes.for_arguments(route, routes.resolve(route, checked.device), checked).name
 
 
-def event_us(call, reps: int, warmup: int) -> float:
-    """Median device microseconds of one call, CUDA events around each of ``reps`` calls."""
+FLUSH_BYTES = 256 << 20  # more than any GPU's L2: zeroed between timed calls
+
+
+def event_us(call, reps: int, warmup: int, flush: bool = True) -> float:
+    """Median device microseconds of one call, CUDA events around each of ``reps`` calls; with
+    ``flush`` a 256 MiB buffer is zeroed before each (outside the events), so no call finds the
+    previous one's bytes in L2 (as ``python -m bench`` and ``bench.versus`` time)."""
+    buf = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda") if flush else None
     for _ in range(warmup):
         call()
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for s, e in zip(starts, ends):
+        if buf is not None:
+            buf.zero_()
         s.record()
         call()
         e.record()
@@ -379,14 +387,14 @@ def event_us(call, reps: int, warmup: int) -> float:
     return 1e3 * statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
-def graph_us(call, reps: int, warmup: int) -> float:
+def graph_us(call, reps: int, warmup: int, flush: bool = True) -> float:
     """``event_us`` of a CUDA-graph replay of one ``call`` (captured after an eager call)."""
     call()
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         call()
-    return event_us(g.replay, reps, warmup)
+    return event_us(g.replay, reps, warmup, flush)
 
 
 def capturable(route_name: str) -> bool:
@@ -402,9 +410,9 @@ def can_time(device: str) -> bool:
     return device == "cuda"
 
 
-def _timed(fn, call, reps, warmup) -> tuple[float | None, str]:
+def _timed(fn, call, reps, warmup, flush) -> tuple[float | None, str]:
     try:
-        return fn(call, reps, warmup), ""
+        return fn(call, reps, warmup, flush), ""
     except Exception as exc:  # a route that cannot be captured: reported, not fatal
         if torch.cuda.is_available():
             torch.cuda.synchronize()
@@ -438,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-time", action="store_true", help="compare bytes only")
     p.add_argument("--reps", type=int, default=200, help="timed calls per figure")
     p.add_argument("--warmup", type=int, default=20, help="untimed calls before them")
+    p.add_argument("--no-flush", action="store_true", help="time without zeroing 256 MiB before each call (warm L2)")
     p.add_argument("--kv-block-tokens", type=int, default=KV_BLOCK_TOKENS,
                    help="vLLM's KV block in tokens: a page holds this // C slots")
     p.add_argument("--json", metavar="OUT", help="also write every row here")
@@ -479,6 +488,8 @@ def versions() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ascend_kvc import RouteUnavailableError
+
     a = parse(argv)
     if a.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before the peer's kernels are defined
@@ -498,7 +509,12 @@ def main(argv: list[str] | None = None) -> int:
         peer_call(peer, step, peer_cache)()
         for route in a.route_list:
             ours_cache = before.clone()
-            ours_call(step, ours_cache, route, validate=True)()
+            try:
+                ours_call(step, ours_cache, route, validate=True)()
+            except RouteUnavailableError as exc:  # a route asked by name that cannot compute this case
+                print(f"{label} ours:{route}: unavailable: {exc}", flush=True)
+                rows.append({"case": label, "route": route, "mode": "none", "unavailable": str(exc), **info})
+                continue
             if a.device == "cuda":
                 torch.cuda.synchronize()
             stats = compare_caches(checked, truth, before, ours_cache, peer_cache)
@@ -523,10 +539,10 @@ def main(argv: list[str] | None = None) -> int:
                         row["ours_us"], row["ours_error"] = None, f"route {ran!r} syncs with the host: no graph"
                     else:
                         row["ours_us"], row["ours_error"] = _timed(timer, ours_call(step, ours_c, route), a.reps,
-                                                                   a.warmup)
+                                                                   a.warmup, not a.no_flush)
                     peer_c = before.clone()
                     row["vllm_us"], row["vllm_error"] = _timed(timer, peer_call(peer, step, peer_c), a.reps,
-                                                               a.warmup)
+                                                               a.warmup, not a.no_flush)
                     row["ratio"] = (row["vllm_us"] / row["ours_us"]
                                     if row["ours_us"] and row["vllm_us"] else None)
                 rows.append(row)
@@ -537,6 +553,8 @@ def main(argv: list[str] | None = None) -> int:
     if timing:
         print("\n| case | route (ran) | mode | ours us | vllm us | vllm / ours |\n|---|---|---|---|---|---|")
         for r in rows:
+            if "unavailable" in r:
+                continue
             print(f"| {r['case']} | {r['route']} ({r['resolved_route']}) | {r['mode']} | {_fmt(r['ours_us'], 1)} "
                   f"| {_fmt(r['vllm_us'], 1)} | {_fmt(r['ratio'], 2)} |")
         for mode in ("eager", "graph"):

@@ -357,13 +357,13 @@ def test_timed_rows_with_fake_timers(ours_as_peer, tmp_path, monkeypatch, capsys
     assert vp.capturable("gpgpu") and vp.capturable("ascend:fused") and not vp.capturable("reference")
     calls = []
 
-    def eager(call, reps, warmup):
-        calls.append(("eager", reps, warmup))
+    def eager(call, reps, warmup, flush):
+        calls.append(("eager", reps, warmup, flush))
         call()
         return 10.0 if len(calls) % 2 else 25.0  # ours first, then vLLM
 
-    def graph(call, reps, warmup):
-        calls.append(("graph", reps, warmup))
+    def graph(call, reps, warmup, flush):
+        calls.append(("graph", reps, warmup, flush))
         if len(calls) % 2:
             raise RuntimeError("operation not permitted when stream is capturing")
         return 5.0
@@ -382,7 +382,7 @@ def test_timed_rows_with_fake_timers(ours_as_peer, tmp_path, monkeypatch, capsys
     assert vp.main([str(ours_as_peer), "--small", "--device", "cpu", "--cases", "decode", "--routes", "reference",
                     "--reps", "7", "--warmup", "2", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
-    assert [r["mode"] for r in rows] == ["eager", "graph"] and all(c[1:] == (7, 2) for c in calls)
+    assert [r["mode"] for r in rows] == ["eager", "graph"] and all(c[1:] == (7, 2, True) for c in calls)
     e, g = rows
     assert (e["ours_us"], e["vllm_us"], e["ratio"]) == (10.0, 25.0, 2.5)
     assert g["ours_us"] is None and "capturing" in g["ours_error"] and g["vllm_us"] == 5.0 and g["ratio"] is None
@@ -391,3 +391,20 @@ def test_timed_rows_with_fake_timers(ours_as_peer, tmp_path, monkeypatch, capsys
     assert "| decode/R4-B2-C4 | reference (reference) | eager | 10.0 | 25.0 | 2.50 |" in table
     assert "| graph | - | 5.0 | - |" in table
     assert "eager, ours:reference: vllm / ours over 1 cases: geomean 2.50" in table
+
+
+def test_a_route_that_cannot_compute_the_case_is_reported(ours_as_peer, tmp_path):
+    out = tmp_path / "u.json"
+    assert vp.main([str(ours_as_peer), "--small", "--device", "cpu", "--cases", "decode", "--routes",
+                    "gpgpu,reference", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["route"] for r in rows] == ["gpgpu", "reference"]
+    assert "fp8_e4m3" in rows[0]["unavailable"] and rows[1]["bytes"]["real"] == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA events need a GPU")
+def test_gpu_timers_time_a_call():
+    x = torch.zeros(1 << 20, device="cuda")
+    eager = vp.event_us(lambda: x.add_(1), reps=5, warmup=1)
+    graph = vp.graph_us(lambda: x.add_(1), reps=5, warmup=1, flush=False)
+    assert 0 < eager < 1e5 and 0 < graph < 1e5
