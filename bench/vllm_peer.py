@@ -498,6 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     info = versions()
     print(f"device {info['device_name']}, torch {info['torch']}, triton {info['triton']}"
           + ("" if timing else "; not timed"), flush=True)
+    if a.device == "cpu":
+        print("under the Triton interpreter vLLM's fp32 -> bf16 / e4m3 casts truncate: its bytes here are not its "
+              "GPU bytes (a plumbing run)", flush=True)
     rows, failed = [], False
     for label, step in build_cases(a.case_names, a.small, a.device, a.kv_block_tokens):
         checked = checked_operator_args(step)
