@@ -164,3 +164,46 @@ def test_short_windows_get_short_steps_and_long_ones_the_tables():
     assert tuning.window_steps(tiles, 3, 8) == tuning.WindowSteps(blocks=4, rows=4, chunked=False)
     assert tuning.window_steps(tiles, 64, 4) == tuning.WindowSteps(blocks=1, rows=4, chunked=True)
     assert tuning.window_steps(tiles, 64, 8) == tuning.WindowSteps(blocks=1, rows=8, chunked=True)
+
+
+@pytest.mark.parametrize("kv_format,slots_per_page,C,overlap", [
+    ("fp8_e4m3", 2, 4, True), ("bf16", 4, 128, False), ("int8", 3, 4, False)])
+def test_skips_a_slot_past_the_cache(kv_format, slots_per_page, C, overlap):
+    """``validate=False`` with one output's slot just past the last one (``num_pages * P`` slots, or
+    the rows of a bf16 cache): that output writes nothing, not even past the cache; the rest are exact."""
+    w = _workload(kv_format, slots_per_page, C, overlap, 8, seed=21)
+    before = w.kv_cache.clone()
+    token = w.boundary_token_indices[1]
+    num_slots = w.kv_cache.numel() // 512 if kv_format == "bf16" else w.kv_cache.shape[0] * slots_per_page
+    w.kv_slot_mapping[token] = num_slots
+    guarded = torch.cat([w.kv_cache, w.kv_cache[:2]])  # the cache, then two pages (rows) a stray write would hit
+    guard = guarded[w.kv_cache.shape[0]:].clone()
+    got = c128_256_512_compress(*w.args(), out=guarded[:w.kv_cache.shape[0]], route="gpgpu", validate=False,
+                                **w.format_kwargs())
+    assert torch.equal(guarded[w.kv_cache.shape[0]:], guard), "a byte past the cache was written"
+    w.kv_slot_mapping[token] = -1  # the truth: that output is skipped
+    report = check_cache(w.checked_args(), got, before)
+    assert report.ok and report.num_outputs_written == w.num_outputs - 1, report
+
+
+@pytest.mark.parametrize("block_size", [4, 3])
+def test_overlap_skips_a_bad_block_in_the_older_rows(block_size):
+    """``validate=False`` with a block id outside ``state_cache`` in the column that holds one
+    window's older (kv_a) rows: every output whose 2C rows touch that column writes nothing, the
+    others are exact (the older rows' lookups are checked like the newer ones')."""
+    w = _workload("int8", 64, 4, True, block_size, seed=4)
+    p = 19  # older rows 12..15, newer 16..19
+    bad_col = (p - 7) // block_size
+    w.block_table[0, bad_col] = w.state_cache.shape[0]
+    before = w.kv_cache.clone()
+    got = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route="gpgpu", validate=False,
+                                **w.format_kwargs())
+    touched = 0
+    for b in w.boundary_token_indices.tolist():
+        q = int(w.positions[b])
+        if any(t // block_size == bad_col for t in range(max(q - 7, 0), q + 1)):
+            w.kv_slot_mapping[b] = -1  # the truth: skipped
+            touched += 1
+    assert 1 <= touched < w.num_outputs
+    report = check_cache(w.checked_args(), got, before)
+    assert report.ok and report.num_outputs_written == w.num_outputs - touched, report
