@@ -57,7 +57,7 @@ CALLS = [
 
 
 def _workload(kv_format, slots_per_page, C, overlap, block_size, seed):
-    tokens = 3 * C if C > 4 else 40
+    tokens = 3 * C if C > 4 else 24
     return make_workload(1, tokens, C, block_size=block_size, shuffle=True, nonzero_cache=True, seed=seed,
                          device=DEVICE, kv_format=kv_format, overlap=overlap, slots_per_page=slots_per_page,
                          state_dtype=torch.bfloat16 if seed % 3 == 0 else torch.float32)
