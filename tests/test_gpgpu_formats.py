@@ -207,3 +207,23 @@ def test_overlap_skips_a_bad_block_in_the_older_rows(block_size):
     assert 1 <= touched < w.num_outputs
     report = check_cache(w.checked_args(), got, before)
     assert report.ok and report.num_outputs_written == w.num_outputs - touched, report
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="only Triton's interpreter computes the kernels with numpy")
+@pytest.mark.parametrize("kv_format,slots_per_page,overlap", [("fp8_e4m3", 2, True), ("bf16", 4, False)])
+def test_quiet_under_numpy_error_checks(kv_format, slots_per_page, overlap):
+    """Under the interpreter (numpy computes every op): no floating-point warning from the
+    overlap's masked older rows of the first window, the e4m3 or bf16 stores, or a skipped slot."""
+    import warnings
+
+    import numpy as np
+
+    w = _workload(kv_format, slots_per_page, 4, overlap, 3, seed=9)
+    w.kv_slot_mapping[w.boundary_token_indices[2]] = -1
+    before = w.kv_cache.clone()
+    with warnings.catch_warnings(), np.errstate(divide="raise", over="raise", invalid="raise"):
+        warnings.simplefilter("error")
+        got = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route="gpgpu", validate=False,
+                                    **w.format_kwargs())
+    report = check_cache(w.checked_args(), got, before)
+    assert report.ok and report.num_outputs_written == w.num_outputs - 1, report
