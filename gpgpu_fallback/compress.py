@@ -5,7 +5,9 @@ Program ``(output, window piece, head-dim tile)`` leaves its piece's softmax sta
 counts itself in the output's arrival counter (an ``acq_rel`` atomic, after a barrier so that
 every thread's stores precede it). The program that arrives last owns the output: it resets the
 counter to zero for the next launch, merges the ``SPLITS x 512 / BLOCK_D`` states and stores the
-584 bytes. One launch, no host sync, no allocation that depends on values.
+584 bytes (or, with ``KV_FORMAT`` bf16, the row of 512 bf16 values). One launch, no host sync, no
+allocation that depends on values. With ``OVERLAP`` a window is the ``2C`` rows up to the boundary
+(``split_gather.gather_piece``), its first column the one of ``max(p - 2C + 1, 0)``.
 """
 
 from __future__ import annotations
