@@ -132,6 +132,7 @@ _EVERY_FORMAT = Capabilities(kv_formats=KV_FORMATS, any_slots_per_page=True)
 # reference route (no Triton) computes everything.
 CAPABILITIES: dict[str, Capabilities] = {
     "ascend:fused": _EVERY_FORMAT,
+    "gpgpu": Capabilities(kv_formats=KV_FORMATS, any_slots_per_page=True, ratio_4=True, overlap=True),
 }
 
 
@@ -175,7 +176,7 @@ def _announce_fallback(device_type: str, name: str, reason: str, instead: str = 
 
 def for_arguments(requested: str, chosen: Route, args) -> Route:
     """``chosen`` if it computes these arguments' format; for ``route='auto'`` otherwise, on a GPU or
-    an NPU ``ascend:fused`` where it computes them, else the reference route (said once in the log); for a route asked by name, ``RouteUnavailableError`` with the
+    an NPU a ``FORMAT_ROUTES`` route that runs there and computes them, else the reference route (said once in the log); for a route asked by name, ``RouteUnavailableError`` with the
     reason (it names ``kv_format``, ``overlap``, ``compress_ratio`` or ``kv_cache``)."""
     reason = unsupported(chosen, args)
     if not reason:
@@ -184,7 +185,8 @@ def for_arguments(requested: str, chosen: Route, args) -> Route:
         # On a GPU or an NPU the kernel route that writes every format, where it computes these
         # arguments (vLLM's fp8 slot, vLLM-Ascend's bf16 rows); else the reference.
         for name in sorted(FORMAT_ROUTES):
-            if args.device.type in ("cuda", "npu") and not unsupported(ROUTES[name], args):
+            refused = any(device_type == args.device.type for device_type, _ in ROUTES[name].refuses)
+            if args.device.type in ("cuda", "npu") and not refused and not unsupported(ROUTES[name], args):
                 _announce_fallback(args.device.type, chosen.name, reason, name)
                 return ROUTES[name]
         _announce_fallback(args.device.type, chosen.name, reason)

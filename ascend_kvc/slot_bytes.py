@@ -3,8 +3,8 @@
 From the pooled vector ``c`` of one output to its 584 bytes in the page: RMSNorm scale, bf16
 round-to-nearest-even, per-group amax, power-of-two exponent, truncating int8 cast or OCP e4m3fn
 rounding (``kv_format="fp8_e4m3"``), GPT-J RoPE, little-endian bf16 and the byte layout of the
-stores, for a page of any number of slots. The ``gpgpu`` finalizer (``store_slot_bytes``: int8,
-64 slots a page) and the Ascend ``fused`` rung (``store_pooled_slot_bytes``) both end in
+stores, for a page of any number of slots. The ``gpgpu`` finalizer (its merged ``[8, 64]`` ``c``)
+and the Ascend ``fused`` rung (``store_pooled_slot_bytes``) both end in
 ``store_format_slot_bytes``; there is no second copy of this math.
 
 Exact on every backend and within the Triton 3.2 language (triton-ascend 3.2.0): bf16 and e4m3
@@ -27,15 +27,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .layout import NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
+from .layout import NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES
 from .triton_helpers import bf16_rne_bits, bf16_round, exp2_int, int8_groups
 
-# The layout constants a kernel passes through as constexprs to ``store_slot_bytes``.
-SLOT_LAYOUT_CONSTEXPRS = dict(
-    NOPE_DIM=NOPE_DIM, PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_REGION=SCALE_REGION, SCALE_BYTES=SCALE_BYTES,
-    SLOTS_PER_PAGE=SLOTS_PER_PAGE,
-)
-# Those a kernel passes to ``store_format_slot_bytes``, which takes the slots a page at run time.
+# The layout constants a kernel passes as constexprs to ``store_format_slot_bytes`` (which takes the
+# slots a page at run time).
 FORMAT_SLOT_CONSTEXPRS = dict(NOPE_DIM=NOPE_DIM, PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_BYTES=SCALE_BYTES)
 # The ``KV_FORMAT`` constexpr of the kernels that write any cache format.
 KV_FORMAT_CODES = {"int8": 0, "fp8_e4m3": 1, "bf16": 2}
@@ -198,21 +194,6 @@ def store_format_slot_bytes(
     bits = tl.where(b < 2, u_bits[:, None], w_bits[:, None])  # [32, 4]
     rope_bytes = (bits >> (16 + 8 * (b % 2))) & 0xFF
     tl.store(payload + NOPE_DIM + 4 * k[:, None] + b, rope_bytes.to(tl.uint8))
-
-
-@triton.jit
-def store_slot_bytes(
-    c8, c_rope, weight_ptr, eps, cos_sin_row_ptr, cs_s1,
-    kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
-    slot, kv_s0,
-    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
-    SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr, PAIRS_BY_ONE_HOT: tl.constexpr,
-):
-    """``store_format_slot_bytes`` for the int8 slot with ``SLOTS_PER_PAGE`` slots a page (the
-    ``gpgpu`` finalizer's cache); the arguments are its, ``SCALE_REGION = SLOTS_PER_PAGE * PAYLOAD_BYTES``."""
-    tl.static_assert(SCALE_REGION == SLOTS_PER_PAGE * PAYLOAD_BYTES)
-    store_format_slot_bytes(c8, c_rope, weight_ptr, eps, cos_sin_row_ptr, cs_s1, kv_cache_ptr, slot, kv_s0,
-                            SLOTS_PER_PAGE, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, PAIRS_BY_ONE_HOT, 0)
 
 
 @triton.jit

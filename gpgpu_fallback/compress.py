@@ -5,7 +5,9 @@ Program ``(output, window piece, head-dim tile)`` leaves its piece's softmax sta
 counts itself in the output's arrival counter (an ``acq_rel`` atomic, after a barrier so that
 every thread's stores precede it). The program that arrives last owns the output: it resets the
 counter to zero for the next launch, merges the ``SPLITS x 512 / BLOCK_D`` states and stores the
-584 bytes. One launch, no host sync, no allocation that depends on values.
+584 bytes (or, with ``KV_FORMAT`` bf16, the row of 512 bf16 values). One launch, no host sync, no
+allocation that depends on values. With ``OVERLAP`` a window is the ``2C`` rows up to the boundary
+(``split_gather.gather_piece``), its first column the one of ``max(p - 2C + 1, 0)``.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from .split_gather import gather_piece
 
 @triton.jit
 def _window_compress_kernel(
-    state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
+    state_ptr,  # in, [num_blocks, block_size, 1024] (OVERLAP: 2048), float32/bfloat16
     boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
     block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
     weight_ptr,  # in, [512], bfloat16/float32
     cos_sin_ptr,  # in, [max_pos, 64], float32
-    kv_cache_ptr,  # out, [num_pages, 37376], uint8, rows kv_s0 apart
+    kv_cache_ptr,  # out, uint8 [num_pages, SLOTS_PER_PAGE * 584] (pages kv_s0 apart) or bfloat16 rows of 512 (KV_FORMAT 2)
     part_ptr,  # scratch, [num_outputs, 3, SPLITS, 512] float32 states, then [num_outputs, SPLITS] bad-block counts
     arrivals_ptr,  # scratch, [>= num_outputs], int32: zero before and after the launch
     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
@@ -37,8 +39,8 @@ def _window_compress_kernel(
     state_slot_ptr,  # in, [num_tokens], int64/int32: a step's state slots (read with INLINE_T, HAS_STATE_SLOTS)
     C: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, NB: tl.constexpr, CHUNKED: tl.constexpr,
     SPLITS: tl.constexpr, SPLITS_P2: tl.constexpr, EVICT: tl.constexpr,
-    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
-    SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr, COUNTED: tl.constexpr,
+    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr,
+    SLOTS_PER_PAGE: tl.constexpr, KV_FORMAT: tl.constexpr, OVERLAP: tl.constexpr, COUNTED: tl.constexpr,
     INLINE_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr,
 ):
     """One work item ``(output, window piece, head-dim tile)`` a program; with ``COUNTED`` (a step,
@@ -63,7 +65,7 @@ def _window_compress_kernel(
                 num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
                 cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
                 C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
-                NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)
+                NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP)
     else:
         _compress_work_item(
             pid, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
@@ -71,7 +73,7 @@ def _window_compress_kernel(
             num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
             cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
             C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
-            NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)
+            NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP)
 
 
 @triton.jit
@@ -82,8 +84,8 @@ def _compress_work_item(
     cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
     C: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, NB: tl.constexpr, CHUNKED: tl.constexpr,
     SPLITS: tl.constexpr, SPLITS_P2: tl.constexpr, EVICT: tl.constexpr,
-    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_REGION: tl.constexpr,
-    SCALE_BYTES: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr,
+    NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr,
+    SLOTS_PER_PAGE: tl.constexpr, KV_FORMAT: tl.constexpr, OVERLAP: tl.constexpr,
 ):
     """Work item ``work`` = ``(output, window piece, head-dim tile)``: gather the piece, leave its
     state, count the arrival; the last of the output's items merges and stores the slot."""
@@ -96,12 +98,15 @@ def _compress_work_item(
     ok, req, pos, slot = resolve_output(
         i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
         num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-    col_start = (pos - C + 1) // block_size + piece * cols_per_split
+    if OVERLAP:  # 2C rows, those at negative positions masked (not read)
+        col_start = tl.maximum(pos - 2 * C + 1, 0) // block_size + piece * cols_per_split
+    else:
+        col_start = (pos - C + 1) // block_size + piece * cols_per_split
     col_end = tl.minimum(col_start + cols_per_split, pos // block_size + 1)
     m, l, acc, n_bad = gather_piece(
         state_ptr, block_table_ptr + req * bt_s0, ok, pos, col_start, col_end, dims,
         num_blocks, block_size, state_s0, state_s1, state_s2, bt_s1,
-        C, BLOCK_D, ROWS, NB, CHUNKED, EVICT)
+        C, BLOCK_D, ROWS, NB, CHUNKED, EVICT, OVERLAP)
 
     base = tl.cast(i, tl.int64) * (3 * SPLITS * 512) + piece * 512 + dims
     tl.store(part_ptr + base, m)
@@ -118,4 +123,4 @@ def _compress_work_item(
         bad = tl.sum(tl.load(bad_ptr + sp, mask=sp < SPLITS, other=0.0, cache_modifier=".cg"), axis=0)
         if ok & (bad == 0):
             merge_and_store(part_ptr, i, pos, slot, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, kv_s0,
-                            C, SPLITS, NOPE_DIM, PAYLOAD_BYTES, SCALE_REGION, SCALE_BYTES, SLOTS_PER_PAGE)
+                            C, SPLITS, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT)

@@ -25,11 +25,12 @@ from ascend_kvc.boundaries import plan_search, search_constexprs
 from ascend_kvc.boundaries import _count_boundaries_kernel, _list_boundaries_kernel
 from ascend_kvc.device import compute_units, device_kind
 from ascend_kvc.launch import KernelLauncher, stream_scratch, stream_state
-from ascend_kvc.layout import HEAD_DIM, SLOTS_PER_PAGE
-from ascend_kvc.slot_bytes import SLOT_LAYOUT_CONSTEXPRS
+from ascend_kvc.layout import HEAD_DIM
+from ascend_kvc.slot_bytes import FORMAT_SLOT_CONSTEXPRS, KV_FORMAT_CODES
+from ascend_kvc.stages.fused import cache_row_stride
 
 from .compress import _window_compress_kernel
-from .tuning import tiles_for, window_splits, window_steps
+from .tuning import tiles_for, window_columns, window_splits, window_steps
 
 
 # Steps of at most this many tokens (decode) are searched inside the kernel, by each program that
@@ -79,8 +80,9 @@ class CompressPlan:
         step = step_state_slots is not None
         units = compute_units(dev.type, dev.index if dev.index is not None else 0)
         tiles = tiles_for(device_kind(dev), C, typical_outputs(n, C) if step else n)
-        steps = window_steps(tiles, bs)
-        max_cols = (C - 1) // bs + 2  # logical blocks a window can touch
+        window = args.window  # C rows, or 2C with overlap
+        steps = window_steps(tiles, bs, window)
+        max_cols = window_columns(window, bs)  # logical blocks a window can touch
         splits = (_step_splits(tiles, n, C, max_cols, steps.blocks, units) if step
                   else window_splits(tiles, n, max_cols, steps.blocks, units))
         cols_per_split = triton.cdiv(triton.cdiv(max_cols, splits), steps.blocks) * steps.blocks
@@ -111,17 +113,19 @@ class CompressPlan:
                     (KernelLauncher(_list_boundaries_kernel, (search.programs,), list_cx, {}), True))
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         self.scalars = (
-            n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], args.kv_cache.shape[0] * SLOTS_PER_PAGE,
+            n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], args.num_slots,
             cs.shape[0], bs, cols_per_split,
             st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1), cs.stride(0), cs.stride(1),
-            args.kv_cache.shape[1] if out is None else out.stride(0),  # out=None: a new contiguous tensor
+            # out=None: a new contiguous tensor (pages of P * 584 bytes, or bf16 rows of 512)
+            args.kv_cache.shape[-1] if out is None else cache_row_stride(out, args.kv_format),
             args.rms_norm_eps,
         )
         constexprs = dict(C=C, BLOCK_D=tiles.block_d, ROWS=steps.rows, NB=steps.blocks, CHUNKED=steps.chunked,
                           SPLITS=splits, SPLITS_P2=max(2, triton.next_power_of_2(splits)),
                           EVICT="evict_first" if tiles.evict_first else "", COUNTED=self.step,
                           INLINE_T=inline_t,
-                          HAS_STATE_SLOTS=bool(step_state_slots), **SLOT_LAYOUT_CONSTEXPRS)
+                          HAS_STATE_SLOTS=bool(step_state_slots), SLOTS_PER_PAGE=args.slots_per_page,
+                          KV_FORMAT=KV_FORMAT_CODES[args.kv_format], OVERLAP=args.overlap, **FORMAT_SLOT_CONSTEXPRS)
         items = n * splits * (HEAD_DIM // tiles.block_d)
         grid = (min(items, STEP_PROGRAMS_PER_UNIT * units) if self.step else items,)
         self.launcher = KernelLauncher(_window_compress_kernel, grid, constexprs,

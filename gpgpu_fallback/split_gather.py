@@ -23,11 +23,24 @@ def gather_piece(
     ok, pos, col_start, col_end, dims,
     num_blocks, block_size, state_s0, state_s1, state_s2, bt_s1,
     C: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, NB: tl.constexpr, CHUNKED: tl.constexpr,
-    EVICT: tl.constexpr,
+    EVICT: tl.constexpr, OVERLAP: tl.constexpr,
 ):
     """Softmax state ``(m, l, acc)`` over dims ``dims`` of window columns ``[col_start, col_end)``
-    (rows outside the window ``[pos - C + 1, pos]`` masked), and the count of bad block ids."""
-    t0 = pos - C + 1
+    (rows outside the window ``[pos - C + 1, pos]`` masked), and the count of bad block ids.
+
+    ``OVERLAP`` (the overlapping ratio-4 compressor, state rows ``[kv_a | kv_b | score_a | score_b]``):
+    the window is the ``2C`` rows ``[max(pos - 2C + 1, 0), pos]``; the newer ``C`` rows read
+    ``kv_b``/``score_b`` (512 columns on), the older ones ``kv_a``/``score_a``; negative positions
+    are outside it.
+    """
+    if OVERLAP:
+        t0 = tl.maximum(pos - 2 * C + 1, 0)
+        newer = pos - C + 1  # rows from here on are the window's newer C
+        score_col: tl.constexpr = 1024
+    else:
+        t0 = pos - C + 1
+        newer = t0
+        score_col: tl.constexpr = 512
     rin = tl.arange(0, ROWS)
     m = tl.full([BLOCK_D], float("-inf"), tl.float32)
     l = tl.zeros([BLOCK_D], tl.float32)
@@ -47,9 +60,11 @@ def gather_piece(
                     r = r0 + rin
                     row_ok = r <= r_hi
                     ptrs = state_ptr + blk * state_s0 + r[:, None].to(tl.int64) * state_s1 + dims[None, :] * state_s2
+                    if OVERLAP:
+                        ptrs += tl.where(first + r >= newer, 512, 0)[:, None] * state_s2
                     values = tl.load(ptrs, mask=row_ok[:, None], other=0.0,
                                      eviction_policy=EVICT).to(tl.float32)
-                    scores = tl.load(ptrs + 512 * state_s2, mask=row_ok[:, None], other=float("-inf"),
+                    scores = tl.load(ptrs + score_col * state_s2, mask=row_ok[:, None], other=float("-inf"),
                                      eviction_policy=EVICT).to(tl.float32)
                     m, l, acc = online_softmax_update(m, l, acc, values, scores)
         else:
@@ -64,10 +79,12 @@ def gather_piece(
                 t = cols[:, None] * block_size + rin[None, :]  # [NB, ROWS]
                 row_mask = col_ok[:, None] & (rin[None, :] < block_size) & (t >= t0) & (t <= pos)
                 row_off = blk[:, None] * state_s0 + rin[None, :].to(tl.int64) * state_s1  # [NB, ROWS]
+                if OVERLAP:
+                    row_off += tl.where(t >= newer, 512, 0) * state_s2
                 ptrs = state_ptr + row_off[:, :, None] + dims[None, None, :] * state_s2  # [NB, ROWS, BLOCK_D]
                 mask3 = row_mask[:, :, None]
                 values = tl.load(ptrs, mask=mask3, other=0.0, eviction_policy=EVICT).to(tl.float32)
-                scores = tl.load(ptrs + 512 * state_s2, mask=mask3, other=float("-inf"),
+                scores = tl.load(ptrs + score_col * state_s2, mask=mask3, other=float("-inf"),
                                  eviction_policy=EVICT).to(tl.float32)
                 values = tl.reshape(values, [NB * ROWS, BLOCK_D])
                 scores = tl.reshape(scores, [NB * ROWS, BLOCK_D])

@@ -74,11 +74,24 @@ class WindowSteps:
     chunked: bool
 
 
-def window_steps(tiles: GpgpuTiles, block_size: int) -> WindowSteps:
+def window_columns(window: int, block_size: int) -> int:
+    """Logical blocks a window of ``window`` rows can touch (its edges anywhere in a block)."""
+    return (window - 1) // block_size + 2
+
+
+def window_steps(tiles: GpgpuTiles, block_size: int, window: int | None = None) -> WindowSteps:
+    """The steps of ``tiles`` for ``block_size``, cut down to a window of ``window`` rows when
+    that is shorter than a step: at most ``next_pow2`` of the blocks it can touch per step, or
+    chunks of ``next_pow2(window)`` rows in tall blocks (ratio 4's windows of 4 or 8 rows). A
+    window of 128 rows or more never hits either cap, so those steps are the table's."""
     rows = triton.next_power_of_2(block_size)
     if rows > tiles.rows_per_step:
-        return WindowSteps(blocks=1, rows=tiles.rows_per_step, chunked=True)
-    return WindowSteps(blocks=tiles.rows_per_step // rows, rows=rows, chunked=False)
+        chunk = tiles.rows_per_step if window is None else min(tiles.rows_per_step, triton.next_power_of_2(window))
+        return WindowSteps(blocks=1, rows=chunk, chunked=True)
+    blocks = tiles.rows_per_step // rows
+    if window is not None:
+        blocks = min(blocks, triton.next_power_of_2(window_columns(window, block_size)))
+    return WindowSteps(blocks=blocks, rows=rows, chunked=False)
 
 
 def window_splits(tiles: GpgpuTiles, num_outputs: int, max_cols: int, blocks_per_step: int, compute_units: int) -> int:

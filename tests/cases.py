@@ -56,11 +56,12 @@ def general_case(
 
 
 def run_and_check(w: Workload, route: str, *, inplace: bool = True, validate: bool = True):
-    """Run ``route`` on ``w`` (in place on a copy of its cache, or out=None) and judge the bytes."""
+    """Run ``route`` on ``w`` (in place on a copy of its cache, or out=None; its cache format and
+    overlap) and judge the bytes."""
     original = w.kv_cache.clone()
     before = original if inplace else torch.zeros_like(original)
     out = original.clone() if inplace else None
-    got = c128_256_512_compress(*w.args(), out=out, route=route, validate=validate)
+    got = c128_256_512_compress(*w.args(), out=out, route=route, validate=validate, **w.format_kwargs())
     if inplace:
         assert got is out
     assert torch.equal(w.kv_cache, original), "kv_cache itself was modified"

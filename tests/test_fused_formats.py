@@ -218,14 +218,16 @@ def test_fused_skips_a_slot_past_the_cache(kv_format, slots_per_page):
 
 
 @pytest.mark.parametrize("device_type,kv_format,overlap,expected", [
-    ("cuda", "fp8_e4m3", False, "ascend:fused"),   # vLLM's slot on a GPU: the kernel route that writes it
+    ("cuda", "fp8_e4m3", False, "gpgpu"),          # vLLM's slot on a GPU: gpgpu writes it itself
+    ("cuda", "bf16", True, "gpgpu"),               # and the overlapping compressor
     ("npu", "bf16", False, "ascend:fused"),        # vLLM-Ascend's rows on a 910B
-    ("npu", "int8", True, "reference"),            # overlap: no kernel route computes it yet
+    ("npu", "int8", True, "reference"),            # overlap: no NPU kernel route computes it yet
     ("cpu", "fp8_e4m3", False, "reference"),       # CPU tensors: the reference, as for every format
 ])
 def test_auto_picks_fused_for_the_formats_it_writes(device_type, kv_format, overlap, expected):
-    """route='auto' chose gpgpu/ascend by device; for a format they refuse it falls to fused on a GPU
-    or an NPU, and to the reference route only where fused cannot compute the arguments."""
+    """route='auto' chose gpgpu/ascend by device; gpgpu computes every format and the overlap; for a
+    format the default ascend rung refuses it falls to fused on an NPU, and to the reference route
+    only where fused cannot compute the arguments."""
     from types import SimpleNamespace
 
     from ascend_kvc import routes
@@ -235,5 +237,8 @@ def test_auto_picks_fused_for_the_formats_it_writes(device_type, kv_format, over
                            kv_cache=torch.empty(1, 64 * 584, dtype=torch.uint8))
     first = routes.ROUTES["gpgpu" if device_type == "cuda" else "ascend:triton-quant"]
     assert routes.for_arguments("auto", first, args).name == expected
+    if expected == first.name:
+        assert routes.for_arguments(first.name, first, args) is first
+        return
     with pytest.raises(routes.RouteUnavailableError, match="kv_format" if not overlap else "overlap"):
         routes.for_arguments(first.name, first, args)

@@ -193,11 +193,12 @@ def test_overlap_golden_bytes(block_size, slots_per_page):
     assert bytes(truth.expected[0].tolist()) == GOLDEN_SLOT_BYTES and truth.ambiguous_elements() == 0
 
 
-@pytest.mark.parametrize("route", ["ascend", "ascend:fused", "gpgpu"])
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
 def test_triton_routes_refuse_formats_they_do_not_compute(route):
-    """The default and gpgpu compute the int8 slot of a 64-slot page only, fused every format and
-    page width but not the overlapping compressor; asked by name for anything else a route says
-    which argument, before writing (route='auto' runs the reference)."""
+    """The default computes the int8 slot of a 64-slot page only, fused every format and page width
+    but not the overlapping compressor (gpgpu computes all of it: tests/test_gpgpu_formats.py);
+    asked by name for anything else a route says which argument, before writing (route='auto' runs
+    the reference)."""
     refused = [(overlap_inputs(4), dict(overlap=True), "overlap")]
     if route != "ascend:fused":
         refused += [(fp8_inputs(4, 255), dict(kv_format="fp8_e4m3"), "kv_format"),

@@ -214,7 +214,7 @@ def store_rotated_bf16(c, weight_ptr, eps, cos_sin_row_ptr, cs_s1, ok, row_ptr):
     bf16 (nearest even, by bit operations) and stored at ``row_ptr`` as one row of a real bf16
     tensor: 512 int16 bit patterns.
 
-    Shaped as ``slot_bytes.store_slot_bytes`` is, for the same reasons: ``c`` seen as ``[8, 64]``
+    Shaped as ``slot_bytes.store_format_slot_bytes`` is, for the same reasons: ``c`` seen as ``[8, 64]``
     (rows 0..6 the NOPE dims, row 7 the RoPE dims), the RoPE row and its GPT-J pairs picked by
     one-hot maxima, and the rotated pairs leaving as one ``[32, 2]`` tile built by broadcasting,
     so that nothing is split or interleaved across the whole head. The cos/sin row is not read

@@ -2,7 +2,7 @@
 
 Each program owns whole outputs (``BLOCK_D = 512``): the block-centric window loop of
 ``block_gather.pool_window`` (one block-table lookup per physical block, ``[ROW_TILE, 512]`` row
-tiles, online softmax), then ``slot_bytes.store_slot_bytes`` (RMSNorm, bf16 rounding, INT8 with
+tiles, online softmax), then ``slot_bytes.store_format_slot_bytes`` (RMSNorm, bf16 rounding, INT8 with
 power-of-two scales, RoPE) stores the 584 bytes straight into the cache. No intermediate tensor,
 no allocation and no host sync per call. Outputs that are skipped or invalid (a bad index, a
 block id outside ``state_cache``) write nothing.
