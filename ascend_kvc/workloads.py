@@ -243,16 +243,18 @@ def make_step_workload(
     state_dtype: torch.dtype = torch.float32,
     index_dtype: torch.dtype | None = None,
     name: str = "step",
+    overlap: bool = False,
 ) -> StepWorkload:
     """A step with ``spans[r] = (first position, tokens)`` of request ``r``, requests' tokens one
     after another. Every token has its own kv slot (non-boundary tokens too: the boundary test is
     what must leave them out), a random non-zero cache; ``skip_fraction`` of the tokens get slot
-    -1 (and, with ``state_slots``, as many others state slot -1)."""
+    -1 (and, with ``state_slots``, as many others state slot -1). ``overlap``: the overlapping
+    ratio-4 compressor's state (rows of 2048), with ``compress_ratio=4``."""
     num_reqs = len(spans)
     C = compress_ratio
     L = max(first + count for first, count in spans)
     base = make_workload(num_reqs, num_reqs * L, C, block_size=block_size, shuffle=True, nonzero_cache=False,
-                         seed=seed, device=device, state_dtype=state_dtype)
+                         seed=seed, device=device, state_dtype=state_dtype, overlap=overlap)
     g = torch.Generator().manual_seed(seed + 17)
     token_to_req = torch.cat([torch.full((count,), r, dtype=torch.int64) for r, (_, count) in enumerate(spans)])
     positions = torch.cat([torch.arange(first, first + count) for first, count in spans])
