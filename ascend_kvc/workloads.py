@@ -32,6 +32,9 @@ OFFICIAL_CASES: tuple[tuple[int, int, int], ...] = tuple(
 )
 # Interpreter-sized look-alikes: a few outputs per C, windows crossing block edges.
 SMALL_CASES: tuple[tuple[int, int, int], ...] = ((2, 512, 128), (1, 512, 256), (1, 1024, 512))
+# Not an official case: a prefill chunk of DeepSeek-V4's overlapping compressor (compress_ratio 4,
+# overlap: 2048 outputs of 8-row windows of the 2048-wide state), run with shuffled blocks.
+C4_CASE: tuple[int, int, int] = (1, 8192, 4)
 
 
 @dataclass
@@ -56,7 +59,7 @@ class Workload:
 
     @property
     def name(self) -> str:
-        return f"R{self.num_reqs}-T{self.total_tokens}-C{self.compress_ratio}"
+        return f"R{self.num_reqs}-T{self.total_tokens}-C{self.compress_ratio}" + ("-overlap" if self.overlap else "")
 
     @property
     def num_outputs(self) -> int:
