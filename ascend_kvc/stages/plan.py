@@ -81,8 +81,9 @@ _UNSPLIT_GATHERS = ("_gather_to_bf16_kernel", "_fused_compress_kernel")
 def _step_split(max_outputs: int, C: int, cores: int, min_rows: int, block_size: int,
                 wider_tiles_split: bool) -> tuple[WorkSplit, int, bool]:
     """``(split, split_max, split_always)`` of a step of at most ``max_outputs`` outputs (its token
-    count) of ``C`` window rows each (``2C`` with the overlapping compressor): the split kernels' plan for ``split_max`` outputs (``min(max_outputs, SPLIT_ROUNDS *
-    cores)``; 0 on one core, where nothing splits), and whether every count up to it splits
+    count) of ``C`` window rows each (``2C`` with the overlapping compressor): the split kernels'
+    plan for ``split_max`` outputs (``min(max_outputs, SPLIT_ROUNDS * cores)``; 0 on one core,
+    where nothing splits), and whether every count up to it splits
     (``plan_split``'s wider-tile rule) or only those that would leave cores idle (its occupancy
     rule). The device applies the rule to the count (``boundaries.split_counts``)."""
     from . import piece_row_tile, unsplit_row_tile
