@@ -105,10 +105,12 @@ def c128_256_512_compress(
         overlap: the overlapping ratio-4 compressor (``compress_ratio=4`` only): each output pools the
             ``2C`` rows ``p - 2C + 1 .. p``, the older ``C`` through ``kv_a``/``score_a``, the newer
             through ``kv_b``/``score_b``; rows at negative positions are masked.
-        ``ascend:fused`` computes every ``kv_format`` and any slots per page (``C`` in {128, 256,
-        512}, no overlap); the other Triton routes ``"int8"`` with 64 slots a page. For anything
-        else a route named explicitly raises ``RouteUnavailableError``; ``route="auto"`` runs
-        ``ascend:fused`` on a GPU or an NPU where it computes the arguments, else the reference.
+        ``ascend:fused`` computes every ``kv_format`` and any slots per page, ``ascend`` (the
+        default rung, ``ascend:triton-quant``) ``"int8"`` with 64 slots a page, both with ``C`` in
+        {4, 128, 256, 512} and with overlap; the other Triton routes ``"int8"`` with 64 slots a page,
+        ``C`` in {128, 256, 512}, no overlap. For anything else a route named explicitly raises
+        ``RouteUnavailableError``; ``route="auto"`` runs ``ascend:fused`` on a GPU or an NPU where
+        it computes the arguments, else the reference.
 
     Returns:
         The written cache: ``out`` if given, else the new tensor.
