@@ -88,7 +88,7 @@ def test_call_matches_the_truth(route, overlap, block_size, n_cores, split_plain
     _check(w.checked_args(), got, before, f"{route}, overlap={overlap}, bs={block_size}, cores={n_cores}", 12)
 
 
-@pytest.mark.parametrize("kv_format,slots_per_page", [("fp8_e4m3", 3), ("bf16", 1), ("int8", 2)])
+@pytest.mark.parametrize("kv_format,slots_per_page", [("fp8_e4m3", 3), ("bf16", 1)])  # int8: above
 @WINDOWS
 @pytest.mark.parametrize("n_cores", [1, 5], ids=["unsplit", "split"])
 def test_fused_formats_match_the_truth(kv_format, slots_per_page, overlap, n_cores, cores):
