@@ -105,11 +105,13 @@ def c128_256_512_compress(
         overlap: the overlapping ratio-4 compressor (``compress_ratio=4`` only): each output pools the
             ``2C`` rows ``p - 2C + 1 .. p``, the older ``C`` through ``kv_a``/``score_a``, the newer
             through ``kv_b``/``score_b``; rows at negative positions are masked.
-        ``gpgpu`` computes every ``kv_format``, any slots per page, ratio 4 and the overlap;
-        ``ascend:fused`` every ``kv_format`` and any slots per page (``C`` in {128, 256, 512}, no
-        overlap); the other Triton routes ``"int8"`` with 64 slots a page. For anything else a route
-        named explicitly raises ``RouteUnavailableError``; ``route="auto"`` runs ``ascend:fused`` on
-        an NPU where it computes the arguments, else the reference.
+        ``gpgpu`` and ``ascend:fused`` compute every ``kv_format``, any slots per page, ``C`` in
+        {4, 128, 256, 512} and the overlap; ``ascend`` (the default rung, ``ascend:triton-quant``)
+        ``"int8"`` with 64 slots a page, with ``C`` in {4, 128, 256, 512} and the overlap; the
+        study rungs ``"int8"`` with 64 slots a page, ``C`` in {128, 256, 512}, no overlap. For
+        anything else a route named explicitly raises ``RouteUnavailableError``; ``route="auto"``
+        runs ``gpgpu`` on a GPU, and on an NPU the default where it computes the arguments, else
+        ``ascend:fused``.
 
     Returns:
         The written cache: ``out`` if given, else the new tensor.

@@ -127,11 +127,12 @@ class Capabilities:
     overlap: bool = False  # the overlapping ratio-4 compressor
 
 
-_EVERY_FORMAT = Capabilities(kv_formats=KV_FORMATS, any_slots_per_page=True)
 # Triton routes by name; a route not named here computes only the challenge's layout. The
-# reference route (no Triton) computes everything.
+# reference route (no Triton) computes everything. The rungs users run compute compress_ratio=4,
+# with and without overlap (their kernels' OVERLAP specialisation); the study rungs do not.
 CAPABILITIES: dict[str, Capabilities] = {
-    "ascend:fused": _EVERY_FORMAT,
+    "ascend:fused": Capabilities(kv_formats=KV_FORMATS, any_slots_per_page=True, ratio_4=True, overlap=True),
+    "ascend:triton-quant": Capabilities(ratio_4=True, overlap=True),
     "gpgpu": Capabilities(kv_formats=KV_FORMATS, any_slots_per_page=True, ratio_4=True, overlap=True),
 }
 
@@ -175,9 +176,10 @@ def _announce_fallback(device_type: str, name: str, reason: str, instead: str = 
 
 
 def for_arguments(requested: str, chosen: Route, args) -> Route:
-    """``chosen`` if it computes these arguments' format; for ``route='auto'`` otherwise, on a GPU or
-    an NPU a ``FORMAT_ROUTES`` route that runs there and computes them, else the reference route (said once in the log); for a route asked by name, ``RouteUnavailableError`` with the
-    reason (it names ``kv_format``, ``overlap``, ``compress_ratio`` or ``kv_cache``)."""
+    """``chosen`` if it computes these arguments' format; for ``route='auto'`` otherwise, on a GPU
+    or an NPU a ``FORMAT_ROUTES`` route that runs there and computes them, else the reference route
+    (said once in the log); for a route asked by name, ``RouteUnavailableError`` with the reason
+    (it names ``kv_format``, ``overlap``, ``compress_ratio`` or ``kv_cache``)."""
     reason = unsupported(chosen, args)
     if not reason:
         return chosen

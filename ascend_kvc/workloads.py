@@ -32,6 +32,9 @@ OFFICIAL_CASES: tuple[tuple[int, int, int], ...] = tuple(
 )
 # Interpreter-sized look-alikes: a few outputs per C, windows crossing block edges.
 SMALL_CASES: tuple[tuple[int, int, int], ...] = ((2, 512, 128), (1, 512, 256), (1, 1024, 512))
+# Not an official case: a prefill chunk of DeepSeek-V4's overlapping compressor (compress_ratio 4,
+# overlap: 2048 outputs of 8-row windows of the 2048-wide state), run with shuffled blocks.
+C4_CASE: tuple[int, int, int] = (1, 8192, 4)
 
 
 @dataclass
@@ -56,7 +59,7 @@ class Workload:
 
     @property
     def name(self) -> str:
-        return f"R{self.num_reqs}-T{self.total_tokens}-C{self.compress_ratio}"
+        return f"R{self.num_reqs}-T{self.total_tokens}-C{self.compress_ratio}" + ("-overlap" if self.overlap else "")
 
     @property
     def num_outputs(self) -> int:
@@ -243,16 +246,18 @@ def make_step_workload(
     state_dtype: torch.dtype = torch.float32,
     index_dtype: torch.dtype | None = None,
     name: str = "step",
+    overlap: bool = False,
 ) -> StepWorkload:
     """A step with ``spans[r] = (first position, tokens)`` of request ``r``, requests' tokens one
     after another. Every token has its own kv slot (non-boundary tokens too: the boundary test is
     what must leave them out), a random non-zero cache; ``skip_fraction`` of the tokens get slot
-    -1 (and, with ``state_slots``, as many others state slot -1)."""
+    -1 (and, with ``state_slots``, as many others state slot -1). ``overlap``: the overlapping
+    ratio-4 compressor's state (rows of 2048), with ``compress_ratio=4``."""
     num_reqs = len(spans)
     C = compress_ratio
     L = max(first + count for first, count in spans)
     base = make_workload(num_reqs, num_reqs * L, C, block_size=block_size, shuffle=True, nonzero_cache=False,
-                         seed=seed, device=device, state_dtype=state_dtype)
+                         seed=seed, device=device, state_dtype=state_dtype, overlap=overlap)
     g = torch.Generator().manual_seed(seed + 17)
     token_to_req = torch.cat([torch.full((count,), r, dtype=torch.int64) for r, (_, count) in enumerate(spans)])
     positions = torch.cat([torch.arange(first, first + count) for first, count in spans])

@@ -34,6 +34,8 @@ examples:
       two routes on the 12 official cases, table plus CSV and JSON (no report folder)
   python -m bench --cases 8,131072,512 --stages block-d512,byte-scatter --shuffle --plot ladder.png
       one case, two Ascend rungs, shuffled block tables only, the ladder figure
+  python -m bench --cases C4 --routes reference,ascend,ascend:fused
+      the overlapping ratio-4 prefill chunk (not an official case) on the routes that compute it
   make bench BENCH_ARGS="--cases small --routes reference,gpgpu --no-progress"
       the Makefile's target, flags passed through
 """
@@ -64,7 +66,7 @@ def _parse_case(item: str) -> tuple[int, int, int]:
     try:
         r, t, c = (int(x) for x in item.split(","))
     except ValueError:
-        raise ValueError(f"expected 'official', 'small' or {CASE_FORM}; got {item!r}") from None
+        raise ValueError(f"expected 'official', 'small', 'C4' or {CASE_FORM}; got {item!r}") from None
     if r < 1 or t < 1:
         raise ValueError(f"{item!r}: R and T must be >= 1 ({CASE_FORM})")
     if c not in COMPRESS_RATIOS:
@@ -78,8 +80,8 @@ def _parse_case(item: str) -> tuple[int, int, int]:
 
 
 def _parse_cases(items: list[str]) -> list[tuple[int, int, int]]:
-    """``official``, ``small`` and R,T,C triples, in order; ``ValueError`` for a bad one."""
-    from ascend_kvc.workloads import OFFICIAL_CASES, SMALL_CASES
+    """``official``, ``small``, ``C4`` and R,T,C triples, in order; ``ValueError`` for a bad one."""
+    from ascend_kvc.workloads import C4_CASE, OFFICIAL_CASES, SMALL_CASES
 
     cases: list[tuple[int, int, int]] = []
     for item in items:
@@ -87,6 +89,8 @@ def _parse_cases(items: list[str]) -> list[tuple[int, int, int]]:
             cases += OFFICIAL_CASES
         elif item == "small":
             cases += SMALL_CASES
+        elif item == "C4":
+            cases.append(C4_CASE)
         else:
             cases.append(_parse_case(item))
     return cases
@@ -137,8 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["auto", "npu", "cuda", "cpu"], default="auto",
                    help="where to run; auto: an Ascend NPU, else a CUDA GPU, else the CPU (Triton interpreter)")
     p.add_argument("--cases", nargs="+", default=None, metavar="CASE",
-                   help="'official' (the 12 cases of docs/CONTRACT.md), 'small' (3 interpreter-sized cases), or "
-                        f"{CASE_FORM} (default: official on a GPU/NPU, small on CPU)")
+                   help="'official' (the 12 cases of docs/CONTRACT.md), 'small' (3 interpreter-sized cases), "
+                        "'C4' (not official: 8192 tokens, 2048 outputs, compress ratio 4 with overlap, shuffled "
+                        f"blocks, on the routes that compute it), or {CASE_FORM} (default: official on a GPU/NPU, "
+                        "small on CPU)")
     p.add_argument("--routes", default=None,
                    help="comma-separated routes: reference, ascend, ascend:<stage>, gpgpu, auto; reference is "
                         "always added, every speed-up is measured against it (default: reference, every Ascend "
@@ -332,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from ascend_kvc.layout import OVERLAP_RATIO
     from ascend_kvc.workloads import make_workload
     from bench.environment import library_environment
     from bench.machine import machine_line, measure_bandwidth
@@ -364,12 +371,15 @@ def main(argv: list[str] | None = None) -> int:
     profiled: set[tuple[int, str]] = set()
     rows = []
     for r, t, c in cases:
-        for layout in layouts:
+        overlap = c == OVERLAP_RATIO  # the C4 case: DeepSeek-V4's overlapping compressor, shuffled blocks
+        for layout in ["shuffled"] if overlap else layouts:
             w = make_workload(r, t, c, block_size=args.block_size, shuffle=layout == "shuffled",
-                              nonzero_cache=layout == "shuffled" or args.inplace, seed=args.seed, device=device)
+                              nonzero_cache=layout == "shuffled" or args.inplace, seed=args.seed, device=device,
+                              overlap=overlap)
             profile_kernels = kernels_every or (c, layout) not in profiled
             profiled.add((c, layout))
-            rows += measure_case(w, layout, routes, device, info, time_fn, args, progress, profile_kernels)
+            rows += measure_case(w, layout, _routes_for(w, routes), device, info, time_fn, args, progress,
+                                 profile_kernels)
             if args.csv:  # after every case, so an interrupted run keeps what it measured
                 write_csv(args.csv, rows)
             del w
@@ -391,6 +401,18 @@ def main(argv: list[str] | None = None) -> int:
         path = write_report(report_folder(args.report or AUTO_REPORT, info), info, rows, info["command"])
         print(f"report: {path}")
     return 1 if failures else 0
+
+
+def _routes_for(w, routes: list[str]) -> list[str]:
+    """``routes`` less those that cannot compute ``w``'s arguments (``routes.unsupported``: the
+    C4 case's overlap on the study rungs and gpgpu), said once per case on stdout."""
+    from ascend_kvc import routes as registry
+
+    checked = w.checked_args()
+    kept = [r for r in routes if not registry.unsupported(registry.resolve(r, checked.device), checked)]
+    if len(kept) < len(routes):
+        print(f"{w.name}: not run on {', '.join(r for r in routes if r not in kept)} (they do not compute it)")
+    return kept
 
 
 def measure_case(w, layout: str, routes: list[str], device: str, info: dict, time_fn, args, progress,
@@ -417,7 +439,7 @@ def measure_case(w, layout: str, routes: list[str], device: str, info: dict, tim
         row["floor_ms"] = row["bytes"] / info["read_gbs"] / 1e6
         out = w.kv_cache.clone() if inplace else None
         try:  # the truth too: a failure to build it marks these rows, never the whole run
-            got = c128_256_512_compress(*w.args(), out=out, route=route)
+            got = c128_256_512_compress(*w.args(), out=out, route=route, **w.format_kwargs())
             synchronize(device)
             report = oracle.check(got)
             row["check"] = "ok" if report.ok else "FAIL"
@@ -428,7 +450,7 @@ def measure_case(w, layout: str, routes: list[str], device: str, info: dict, tim
             row["check_detail"] = f"{type(exc).__name__}: {exc}"
         if row["check"] == "ok":
             def call(out=out, route=route):
-                return c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
+                return c128_256_512_compress(*w.args(), out=out, route=route, validate=False, **w.format_kwargs())
 
             row.update(time_fn(call))
             row["x_floor"] = row["ms"] / row["floor_ms"]
@@ -441,7 +463,8 @@ def measure_case(w, layout: str, routes: list[str], device: str, info: dict, tim
             host_out = out if out is not None else w.kv_cache.clone()
 
             def host_call(route=route, host_out=host_out):
-                return c128_256_512_compress(*w.args(), out=host_out, route=route, validate=False)
+                return c128_256_512_compress(*w.args(), out=host_out, route=route, validate=False,
+                                             **w.format_kwargs())
 
             if device == "cpu":  # no asynchrony: the timed calls are the host time
                 row["host_us"] = row["ms"] * 1e3

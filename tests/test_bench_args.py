@@ -162,3 +162,28 @@ def test_cpu_table_leaves_out_what_means_nothing_there():
     assert header(format_table([row], "cpu")) == ["case", "layout", "route", "check", "median ms", "triton launches",
                                                    "aten ops"]
     assert "the CSV and JSON keep them" in format_table([row], "cpu")
+
+
+def test_c4_case_is_the_overlapping_prefill_chunk_and_not_official():
+    from ascend_kvc.workloads import C4_CASE, OFFICIAL_CASES
+
+    assert C4_CASE == (1, 8192, 4) and C4_CASE not in OFFICIAL_CASES  # 2048 outputs at compress_ratio 4
+    assert cli._parse_cases(["C4"]) == [C4_CASE]
+    assert C4_CASE not in cli._parse_cases(["official"]) + cli._parse_cases(["small"])
+
+
+def test_c4_case_runs_with_overlap_on_the_routes_that_compute_it(tmp_path, monkeypatch, capsys):
+    """The C4 case at a tiny scale (64 tokens): overlap, shuffled blocks only, judged by the oracle
+    on the reference route and fused; a study rung, which refuses overlap, is left out of it."""
+    import csv
+
+    from ascend_kvc import workloads
+
+    monkeypatch.setattr(workloads, "C4_CASE", (1, 64, 4))
+    rc = cli.main(["--device", "cpu", "--cases", "C4", "--routes", "reference,ascend:byte-scatter,ascend:fused",
+                   "--no-progress", "--csv", str(tmp_path / "c4.csv"), "--host-calls", "1"])
+    assert rc == 0
+    assert "R1-T64-C4-overlap: not run on ascend:byte-scatter" in capsys.readouterr().out
+    rows = list(csv.DictReader(open(tmp_path / "c4.csv")))
+    assert [(r["case"], r["layout"], r["route"], r["check"], r["num_outputs"]) for r in rows] == [
+        ("R1-T64-C4-overlap", "shuffled", route, "ok", "16") for route in ("reference", "ascend:fused")]

@@ -98,10 +98,16 @@ def test_other_rungs_still_refuse_the_formats(route):
         c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route, **w.format_kwargs())
 
 
-def test_fused_refuses_overlap():
-    w = make_workload(1, 45, 4, block_size=8, seed=1, device=DEVICE, kv_format="fp8_e4m3", overlap=True)
-    with pytest.raises(RouteUnavailableError, match="overlap=True"):
-        c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route="ascend:fused", **w.format_kwargs())
+@pytest.mark.parametrize("route", ["ascend:byte-scatter", "ascend:block-d512", "ascend:random-gather"])
+@pytest.mark.parametrize("overlap", [False, True], ids=["ratio4", "overlap"])
+def test_study_rungs_refuse_ratio_4_and_overlap(route, overlap):
+    """The rungs users run compute compress_ratio=4 (tests/test_overlap_kernels.py); the study rungs
+    refuse it, naming what they cannot compute, and write nothing."""
+    w = make_workload(1, 45, 4, block_size=8, seed=1, device=DEVICE, overlap=overlap)
+    out = w.kv_cache.clone()
+    with pytest.raises(RouteUnavailableError, match="overlap=True" if overlap else "compress_ratio=4"):
+        c128_256_512_compress(*w.args(), out=out, route=route, **w.format_kwargs())
+    assert torch.equal(out, w.kv_cache)
 
 
 @triton.jit
@@ -217,17 +223,18 @@ def test_fused_skips_a_slot_past_the_cache(kv_format, slots_per_page):
     assert report.ok and report.num_outputs_written == 2, report
 
 
-@pytest.mark.parametrize("device_type,kv_format,overlap,expected", [
-    ("cuda", "fp8_e4m3", False, "gpgpu"),          # vLLM's slot on a GPU: gpgpu writes it itself
-    ("cuda", "bf16", True, "gpgpu"),               # and the overlapping compressor
-    ("npu", "bf16", False, "ascend:fused"),        # vLLM-Ascend's rows on a 910B
-    ("npu", "int8", True, "reference"),            # overlap: no NPU kernel route computes it yet
-    ("cpu", "fp8_e4m3", False, "reference"),       # CPU tensors: the reference, as for every format
+@pytest.mark.parametrize("device_type,kv_format,overlap,expected,refused", [
+    ("cuda", "fp8_e4m3", False, "gpgpu", None),                # vLLM's slot on a GPU: gpgpu writes it itself
+    ("cuda", "bf16", True, "gpgpu", None),                     # and the overlapping compressor
+    ("npu", "bf16", False, "ascend:fused", "kv_format"),       # vLLM-Ascend's rows on a 910B
+    ("npu", "int8", True, "ascend:triton-quant", None),        # the default computes the overlap itself
+    ("npu", "fp8_e4m3", True, "ascend:fused", "kv_format"),    # the default computes overlap, not e4m3
+    ("cpu", "fp8_e4m3", False, "reference", "kv_format"),      # CPU tensors: the reference, as for every format
 ])
-def test_auto_picks_fused_for_the_formats_it_writes(device_type, kv_format, overlap, expected):
-    """route='auto' chose gpgpu/ascend by device; gpgpu computes every format and the overlap; for a
-    format the default ascend rung refuses it falls to fused on an NPU, and to the reference route
-    only where fused cannot compute the arguments."""
+def test_auto_picks_fused_for_the_formats_it_writes(device_type, kv_format, overlap, expected, refused):
+    """route='auto' chose gpgpu/ascend by device; gpgpu computes every format and the overlap, the
+    default the overlap; for a format the default refuses it falls to fused on an NPU, and to the
+    reference route only where fused cannot compute the arguments."""
     from types import SimpleNamespace
 
     from ascend_kvc import routes
@@ -237,8 +244,8 @@ def test_auto_picks_fused_for_the_formats_it_writes(device_type, kv_format, over
                            kv_cache=torch.empty(1, 64 * 584, dtype=torch.uint8))
     first = routes.ROUTES["gpgpu" if device_type == "cuda" else "ascend:triton-quant"]
     assert routes.for_arguments("auto", first, args).name == expected
-    if expected == first.name:
+    if refused is None:
         assert routes.for_arguments(first.name, first, args) is first
         return
-    with pytest.raises(routes.RouteUnavailableError, match="kv_format" if not overlap else "overlap"):
+    with pytest.raises(routes.RouteUnavailableError, match=refused):
         routes.for_arguments(first.name, first, args)

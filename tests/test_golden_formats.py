@@ -182,28 +182,29 @@ def test_reference_bf16_golden_row(block_size, p, four_d):
         _first_difference(rows.view(torch.int16), want.view(torch.int16))
 
 
-@pytest.mark.parametrize("slots_per_page", [1, 64])
+# the default (ascend) writes 64-slot pages only
+@pytest.mark.parametrize("route,slots_per_page", [("reference", 1), ("reference", 64), ("ascend", 64),
+                                                  ("ascend:fused", 1), ("ascend:fused", 64)])
 @pytest.mark.parametrize("block_size", [4, 3])
-def test_overlap_golden_bytes(block_size, slots_per_page):
+def test_overlap_golden_bytes(block_size, slots_per_page, route):
     kw = overlap_inputs(block_size, slots_per_page)
-    got = c128_256_512_compress(**kw, out=kw["kv_cache"].clone(), route="reference", overlap=True)
+    got = c128_256_512_compress(**kw, out=kw["kv_cache"].clone(), route=route, overlap=True)
     want = expected_pages(kw["kv_cache"], GOLDEN_SLOT_BYTES)
     assert torch.equal(got, want), _first_difference(got, want)
     truth = compute_truth(check_metadata(**kw, out=None, overlap=True))
     assert bytes(truth.expected[0].tolist()) == GOLDEN_SLOT_BYTES and truth.ambiguous_elements() == 0
 
 
-@pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
+@pytest.mark.parametrize("route", ["ascend", "ascend:block-d512"])
 def test_triton_routes_refuse_formats_they_do_not_compute(route):
-    """The default computes the int8 slot of a 64-slot page only, fused every format and page width
-    but not the overlapping compressor (gpgpu computes all of it: tests/test_gpgpu_formats.py);
-    asked by name for anything else a route says which argument, before writing (route='auto' runs
-    the reference)."""
-    refused = [(overlap_inputs(4), dict(overlap=True), "overlap")]
-    if route != "ascend:fused":
-        refused += [(fp8_inputs(4, 255), dict(kv_format="fp8_e4m3"), "kv_format"),
-                    (bf16_inputs(4, 255), dict(kv_format="bf16"), "kv_format"),
-                    (fp8_inputs(4, 255, 2), dict(), "kv_cache")]
+    """The default computes the int8 slot of a 64-slot page only (with ratio 4 and the overlap), a
+    study rung not the overlapping compressor either (fused and gpgpu compute all of it); asked by
+    name for anything else a route says which argument, before writing (route='auto' on CPU
+    tensors runs the reference)."""
+    refused = [(overlap_inputs(4), dict(overlap=True), "overlap")] if route != "ascend" else []
+    refused += [(fp8_inputs(4, 255), dict(kv_format="fp8_e4m3"), "kv_format"),
+                (bf16_inputs(4, 255), dict(kv_format="bf16"), "kv_format"),
+                (fp8_inputs(4, 255, 2), dict(), "kv_cache")]
     for kw, extra, name in refused:
         out = kw["kv_cache"].clone()
         with pytest.raises(RouteUnavailableError, match=name):

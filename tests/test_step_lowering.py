@@ -1,6 +1,7 @@
 """The step kernels in the Ascend lowering audit (tools/ascend_lowering): the boundary search and
-the planned rungs' counted kernels, at every C, block size and state dtype, reach code generation
-for an Ascend910B3. Skips without the side install, as tests/test_ascend_lowering.py does."""
+the planned rungs' counted kernels, at every C (4 with and without overlap too), block size and
+state dtype, reach code generation for an Ascend910B3. Skips without the side install, as
+tests/test_ascend_lowering.py does."""
 
 
 import pytest
@@ -20,8 +21,10 @@ def _step_entries(report):
 
 def test_every_step_kernel_reaches_code_generation(report):
     entries = _step_entries(report)
-    assert {e["stage"] for e in entries} == {f"{s}/step{t}" for s in ("triton-quant", "fused") for t in ("", "/split")}
-    assert len(entries) == 4 * 3 * len(mx.BLOCK_SIZES) * len(mx.STATE_DTYPES)
+    assert {e["stage"] for e in entries} == {f"{s}{o}/step{t}" for s in ("triton-quant", "fused")
+                                             for o in ("", "/overlap") for t in ("", "/split")}
+    # C = 4, 128, 256, 512 plain; C = 4 with overlap
+    assert len(entries) == 4 * (4 + 1) * len(mx.BLOCK_SIZES) * len(mx.STATE_DTYPES)
     for e in entries:
         kernels = [report["results"][k] for k in e["kernels"]]
         names = [r["spec"]["kernel"] for r in kernels]

@@ -396,9 +396,9 @@ def test_timed_rows_with_fake_timers(ours_as_peer, tmp_path, monkeypatch, capsys
 def test_a_route_that_cannot_compute_the_case_is_reported(ours_as_peer, tmp_path):
     out = tmp_path / "u.json"
     assert vp.main([str(ours_as_peer), "--small", "--device", "cpu", "--cases", "decode", "--routes",
-                    "gpgpu,reference", "--json", str(out)]) == 0
+                    "ascend:block-d512,reference", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
-    assert [r["route"] for r in rows] == ["gpgpu", "reference"]
+    assert [r["route"] for r in rows] == ["ascend:block-d512", "reference"]
     assert "fp8_e4m3" in rows[0]["unavailable"] and rows[1]["bytes"]["real"] == 0
 
 

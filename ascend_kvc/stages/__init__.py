@@ -153,8 +153,8 @@ def _cache_pointer(kv_format: str) -> str:
     return "*bf16" if kv_format == "bf16" else "*u8"
 
 
-def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype, kv_format: str = "int8"
-                 ) -> KernelSpec:
+def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype, kv_format: str = "int8",
+                 overlap: bool = False) -> KernelSpec:
     kind, block_d, unmasked_middle, normalised, _ = _LADDER[stage]
     state = _state_pointer(state_dtype)
     if kind == "random":
@@ -177,7 +177,7 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype, 
         return KernelSpec(
             "ascend_kvc.stages.fused", "_fused_compress_kernel",
             dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["unsplit"],
-                 VOLATILE_ROWS=False, **FORMAT_SLOT_CONSTEXPRS, KV_FORMAT=KV_FORMAT_CODES[kv_format]),
+                 VOLATILE_ROWS=False, **FORMAT_SLOT_CONSTEXPRS, KV_FORMAT=KV_FORMAT_CODES[kv_format], OVERLAP=overlap),
             {"state_ptr": state, **_INDEX_POINTERS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32",
              "kv_cache_ptr": _cache_pointer(kv_format)},
         )
@@ -185,7 +185,7 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype, 
         return KernelSpec(
             "ascend_kvc.stages.block_gather", "_gather_to_bf16_kernel",
             dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["unsplit"],
-                 VOLATILE_ROWS=False),
+                 VOLATILE_ROWS=False, OVERLAP=overlap),
             {"state_ptr": state, **_INDEX_POINTERS, "pooled_ptr": "*i16", "slot_out_ptr": "*i64", "weight_ptr": "*bf16",
              "cos_sin_ptr": "*fp32"},
         )
@@ -204,22 +204,25 @@ def unsplit_row_tile(block_size: int) -> int:
     return row_tile(512, block_size)
 
 
-def piece_row_tile(block_size: int) -> int:
+def piece_row_tile(block_size: int, window: int | None = None) -> int:
     """Rows per window tile of the piece gather; the runs of a split are whole numbers of them
-    (``work_split.plan_split``'s ``row_unit``)."""
-    return row_tile(512, block_size, PIECE_ROW_TILE_BYTES)
+    (``work_split.plan_split``'s ``row_unit``). ``window``: the rows one output pools, where the
+    tile must divide them (4 or 8 with ``compress_ratio=4``; every tile divides 128)."""
+    tile = row_tile(512, block_size, PIECE_ROW_TILE_BYTES)
+    return tile if window is None else min(tile, window)
 
 
-def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype, kv_format: str = "int8"
-                 ) -> list[KernelSpec]:
+def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype, kv_format: str = "int8",
+                 overlap: bool = False) -> list[KernelSpec]:
     """The piece gather and the merge of a split window (``split_window``)."""
+    from ..layout import window_rows
     from ..slot_bytes import FORMAT_SLOT_CONSTEXPRS, KV_FORMAT_CODES
 
-    tile = piece_row_tile(block_size)
+    tile = piece_row_tile(block_size, window_rows(C, overlap))
     piece = KernelSpec(
         "ascend_kvc.stages.split_window", "_window_piece_kernel",
         dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["piece"],
-             VOLATILE_ROWS=False, RUN_ROWS=tile),
+             VOLATILE_ROWS=False, RUN_ROWS=tile, OVERLAP=overlap),
         {"state_ptr": _state_pointer(state_dtype), **_INDEX_POINTERS, "part_ptr": "*fp32", "head_ptr": "*i64"},
     )
     common = {"part_ptr": "*fp32", "head_ptr": "*i64", "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32"}
@@ -228,11 +231,11 @@ def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype, 
     if _LADDER[stage][4] == "fused":
         merge = KernelSpec("ascend_kvc.stages.split_window", "_merge_to_slot_kernel",
                            dict(C=C, MERGE_ROWS=MERGE_ROWS, RUN_ROWS=tile, **FORMAT_SLOT_CONSTEXPRS,
-                                KV_FORMAT=KV_FORMAT_CODES[kv_format]),
+                                KV_FORMAT=KV_FORMAT_CODES[kv_format], OVERLAP=overlap),
                            {**common, "kv_cache_ptr": _cache_pointer(kv_format)})
     else:
         merge = KernelSpec("ascend_kvc.stages.split_window", "_merge_to_bf16_kernel",
-                           dict(C=C, MERGE_ROWS=MERGE_ROWS, RUN_ROWS=tile),
+                           dict(C=C, MERGE_ROWS=MERGE_ROWS, RUN_ROWS=tile, OVERLAP=overlap),
                            {**common, "y_bf16_ptr": "*i16", "slot_out_ptr": "*i64"})
     return [piece, merge]
 
@@ -268,6 +271,7 @@ def _with_volatile_rows(spec: KernelSpec) -> KernelSpec:
 def kernel_specializations(
     stage: str, block_size: int, compress_ratio: int, state_dtype: torch.dtype, split: bool = False,
     device_type: str = "npu", step: bool = False, state_slots: bool = True, kv_format: str = "int8",
+    overlap: bool = False,
 ) -> list[KernelSpec]:
     """The Triton kernels ``ascend:<stage>`` launches for this input, in launch order.
 
@@ -291,6 +295,9 @@ def kernel_specializations(
 
     ``kv_format``: the cache format written (``fused`` only: the other rungs write ``"int8"``);
     ``"bf16"`` caches are bfloat16 pointers. The slots a page are a run-time argument.
+
+    ``overlap``: the overlapping ratio-4 compressor (``compress_ratio`` 4, windows of 8 rows of the
+    2048-wide state; planned rungs only): their kernels' ``OVERLAP`` specialisation.
     """
     if stage not in _LADDER:
         raise ValueError(f"stage must be one of {ASCEND_STAGES}, got {stage!r}")
@@ -303,12 +310,14 @@ def kernel_specializations(
         raise ValueError(f"stage {stage!r} does not split windows; only {ASCEND_PLANNED_STAGES} do")
     if step and stage not in ASCEND_PLANNED_STAGES:
         raise ValueError(f"stage {stage!r} has no sync-free step; only {ASCEND_PLANNED_STAGES} do")
+    if overlap and stage not in ASCEND_PLANNED_STAGES:
+        raise ValueError(f"stage {stage!r} does not compute overlap=True; only {ASCEND_PLANNED_STAGES} do")
     if split:
-        specs = _split_specs(stage, block_size, compress_ratio, state_dtype, kv_format)
+        specs = _split_specs(stage, block_size, compress_ratio, state_dtype, kv_format, overlap)
         if step:  # the device picks the split or the unsplit gather by the step's count
-            specs.append(_gather_spec(stage, block_size, compress_ratio, state_dtype, kv_format))
+            specs.append(_gather_spec(stage, block_size, compress_ratio, state_dtype, kv_format, overlap))
     else:
-        specs = [_gather_spec(stage, block_size, compress_ratio, state_dtype, kv_format)]
+        specs = [_gather_spec(stage, block_size, compress_ratio, state_dtype, kv_format, overlap)]
     if device_type == "cuda" and stage in ASCEND_PLANNED_STAGES:
         specs = [_with_volatile_rows(spec) for spec in specs]
     if writer == "quantize":

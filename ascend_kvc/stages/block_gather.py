@@ -28,8 +28,10 @@ from ..triton_helpers import bf16_rne_bits, launch_index_kernel, online_softmax_
 
 @triton.jit
 def _load_rows(block_ptr, rows, row_mask, dims, state_s1, state_s2, MASKED: tl.constexpr,
-               VOLATILE_ROWS: tl.constexpr):
-    """``(values, scores)`` of ``rows`` of one physical block: two ``[ROW_TILE, BLOCK_D]`` fp32 tiles.
+               VOLATILE_ROWS: tl.constexpr, SCORE_COL: tl.constexpr):
+    """``(values, scores)`` of ``rows`` of one physical block: two ``[ROW_TILE, BLOCK_D]`` fp32 tiles,
+    the values at columns ``dims`` and the scores ``SCORE_COL`` columns further (512 in the plain
+    state row; 1024 in the overlap state row, where ``block_ptr`` starts at kv_a or kv_b).
 
     ``VOLATILE_ROWS`` (set by the launch plans on CUDA only, see ``stages.VOLATILE_ROWS_ON_CUDA``) makes
     them volatile loads: ptxas then issues all of a tile's loads before the first instruction
@@ -40,11 +42,11 @@ def _load_rows(block_ptr, rows, row_mask, dims, state_s1, state_s2, MASKED: tl.c
     if MASKED:
         values = tl.load(base + dims[None, :] * state_s2, mask=row_mask[:, None], other=0.0,
                          volatile=VOLATILE_ROWS).to(tl.float32)
-        scores = tl.load(base + (512 + dims)[None, :] * state_s2, mask=row_mask[:, None], other=float("-inf"),
+        scores = tl.load(base + (SCORE_COL + dims)[None, :] * state_s2, mask=row_mask[:, None], other=float("-inf"),
                          volatile=VOLATILE_ROWS)
     else:
         values = tl.load(base + dims[None, :] * state_s2, volatile=VOLATILE_ROWS).to(tl.float32)
-        scores = tl.load(base + (512 + dims)[None, :] * state_s2, volatile=VOLATILE_ROWS)
+        scores = tl.load(base + (SCORE_COL + dims)[None, :] * state_s2, volatile=VOLATILE_ROWS)
     return values, scores.to(tl.float32)
 
 
@@ -58,12 +60,12 @@ def _lookup_block(table_row, col, bt_s1, num_blocks):
 
 @triton.jit
 def _pool_rows(block_ptr, lo, hi, dims, state_s1, state_s2, m, l, acc, ROW_TILE: tl.constexpr,
-               VOLATILE_ROWS: tl.constexpr):
+               VOLATILE_ROWS: tl.constexpr, SCORE_COL: tl.constexpr):
     """Fold rows ``lo..hi`` of one physical block into the online softmax, in masked row tiles."""
     rows = tl.arange(0, ROW_TILE)
     for start in range(lo, hi + 1, ROW_TILE):
         r = start + rows  # [ROW_TILE]
-        values, scores = _load_rows(block_ptr, r, r <= hi, dims, state_s1, state_s2, True, VOLATILE_ROWS)
+        values, scores = _load_rows(block_ptr, r, r <= hi, dims, state_s1, state_s2, True, VOLATILE_ROWS, SCORE_COL)
         m, l, acc = online_softmax_update(m, l, acc, values, scores)
     return m, l, acc
 
@@ -75,7 +77,7 @@ def pool_window(
     bt_s1, num_blocks, t0, t1, block_size, dims, state_s0, state_s1, state_s2,
     m, l, acc, n_bad,
     ROW_TILE: tl.constexpr, UNMASKED_MIDDLE: tl.constexpr, ROWS_PADDED: tl.constexpr,
-    LOOKUP_AHEAD: tl.constexpr, VOLATILE_ROWS: tl.constexpr,
+    LOOKUP_AHEAD: tl.constexpr, VOLATILE_ROWS: tl.constexpr, SCORE_COL: tl.constexpr,
 ):
     """Online softmax over the request's rows ``t0..t1`` (the window ``[pos - C + 1, pos]``, or a
     piece of it) at ``dims``, block by block.
@@ -105,7 +107,7 @@ def pool_window(
         n_bad += bad
         first_hi = tl.where(first_col == last_col, hi, block_size - 1)
         m, l, acc = _pool_rows(state_ptr + blk * state_s0, lo, first_hi, dims, state_s1, state_s2, m, l, acc,
-                               ROW_TILE, VOLATILE_ROWS)
+                               ROW_TILE, VOLATILE_ROWS, SCORE_COL)
         for col in range(first_col + 1, last_col):
             if LOOKUP_AHEAD:
                 blk, bad = nxt, nxt_bad
@@ -117,13 +119,13 @@ def pool_window(
             for start in range(0, block_size, ROW_TILE):
                 r = start + rows  # [ROW_TILE]
                 values, scores = _load_rows(block_ptr, r, r < block_size, dims, state_s1, state_s2, ROWS_PADDED,
-                                            VOLATILE_ROWS)
+                                            VOLATILE_ROWS, SCORE_COL)
                 m, l, acc = online_softmax_update(m, l, acc, values, scores)
         if last_col > first_col:
             blk, bad = _lookup_block(table_row, last_col, bt_s1, num_blocks)
             n_bad += bad
             m, l, acc = _pool_rows(state_ptr + blk * state_s0, 0, hi, dims, state_s1, state_s2, m, l, acc,
-                                   ROW_TILE, VOLATILE_ROWS)
+                                   ROW_TILE, VOLATILE_ROWS, SCORE_COL)
     else:
         for col in range(first_col, last_col + 1):
             blk, bad = _lookup_block(table_row, col, bt_s1, num_blocks)  # one lookup per block
@@ -132,31 +134,56 @@ def pool_window(
             col_lo = tl.where(col == first_col, lo, 0)
             col_hi = tl.where(col == last_col, hi, block_size - 1)
             m, l, acc = _pool_rows(state_ptr + blk * state_s0, col_lo, col_hi, dims, state_s1, state_s2,
-                                   m, l, acc, ROW_TILE, VOLATILE_ROWS)
+                                   m, l, acc, ROW_TILE, VOLATILE_ROWS, SCORE_COL)
     return m, l, acc, n_bad
 
 
 @triton.jit
 def pool_resolved(
     ok, req, pos, first, last,
-    state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
+    state_ptr,  # in, [num_blocks, block_size, 1024 or 2048 (OVERLAP)], float32/bfloat16
     block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
     num_blocks, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
-    VOLATILE_ROWS: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr, OVERLAP: tl.constexpr,
 ):
     """Rows ``first..last`` of the window of a resolved output (``resolve_output``'s ``ok, req,
     pos``; 0 is the window's first row) pooled over all 512 dims with unmasked middle blocks:
-    ``(m, l, acc, n_bad)``. Nothing is read for an invalid output (``n_bad`` 1)."""
+    ``(m, l, acc, n_bad)``. Nothing is read for an invalid output (``n_bad`` 1).
+
+    With ``OVERLAP`` the window is the ``2C`` rows ``pos - 2C + 1 .. pos``: its older ``C`` rows
+    pool ``kv_a``/``score_a`` (state columns 0 and 1024 on), its newer ``C`` rows
+    ``kv_b``/``score_b`` (512 and 1536 on), into the same per-dimension softmax; rows at negative
+    positions are masked (not read). The two halves are two written-out passes of the window
+    loop: bishengir-compile overflowed the unified buffer when they were one unrolled loop."""
     m = tl.full([512], float("-inf"), tl.float32)
     l = tl.zeros([512], tl.float32)
     acc = tl.zeros([512], tl.float32)
     n_bad = tl.where(ok, 0, 1)
     if ok:
-        t0 = pos - C + 1
-        m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, t0 + first,
-                                       t0 + last, block_size, tl.arange(0, 512), state_s0, state_s1, state_s2,
-                                       m, l, acc, n_bad, ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+        table_row = block_table_ptr + req * bt_s0
+        dims = tl.arange(0, 512)
+        if OVERLAP:
+            t0 = pos - 2 * C + 1
+            # the older half, rows first..min(last, C - 1), from position 0 on: kv_a, score_a
+            older_first = tl.maximum(t0 + first, 0)
+            older_last = t0 + tl.minimum(last, C - 1)
+            if older_first <= older_last:
+                m, l, acc, n_bad = pool_window(state_ptr, table_row, bt_s1, num_blocks, older_first, older_last,
+                                               block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
+                                               ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, 1024)
+            # the newer half, rows max(first, C)..last (never at a negative position): kv_b, score_b
+            newer_first = t0 + tl.maximum(first, C)
+            if newer_first <= t0 + last:
+                m, l, acc, n_bad = pool_window(state_ptr + 512 * state_s2, table_row, bt_s1, num_blocks, newer_first,
+                                               t0 + last, block_size, dims, state_s0, state_s1, state_s2,
+                                               m, l, acc, n_bad, ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD,
+                                               VOLATILE_ROWS, 1024)
+        else:
+            t0 = pos - C + 1
+            m, l, acc, n_bad = pool_window(state_ptr, table_row, bt_s1, num_blocks, t0 + first, t0 + last,
+                                           block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
+                                           ROW_TILE, True, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, 512)
     return m, l, acc, n_bad
 
 
@@ -169,17 +196,17 @@ def pool_output(
     num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
     state_s0, state_s1, state_s2, bt_s0, bt_s1,
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
-    VOLATILE_ROWS: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr, OVERLAP: tl.constexpr,
 ):
-    """Output ``i`` resolved (``resolve_output``) and rows ``first..last`` of its window pooled
-    (``pool_resolved``): ``(ok, pos, slot, m, l, acc, n_bad)``. The window loop of the default's
+    """Output ``i`` resolved (``resolve_output``) and rows ``first..last`` of its window (``C``
+    rows, ``2C`` with ``OVERLAP``) pooled (``pool_resolved``): ``(ok, pos, slot, m, l, acc, n_bad)``. The window loop of the default's
     gather and ``fused``."""
     ok, req, pos, slot = resolve_output(
         i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
         num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
     m, l, acc, n_bad = pool_resolved(ok, req, pos, first, last, state_ptr, block_table_ptr, num_blocks, block_size,
                                      state_s0, state_s1, state_s2, bt_s0, bt_s1,
-                                     C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+                                     C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, OVERLAP)
     return ok, pos, slot, m, l, acc, n_bad
 
 
@@ -267,7 +294,7 @@ def _block_gather_softmax_kernel(
         if ok:
             m, l, acc, n_bad = pool_window(state_ptr, block_table_ptr + req * bt_s0, bt_s1, num_blocks, pos - C + 1,
                                            pos, block_size, dims, state_s0, state_s1, state_s2, m, l, acc, n_bad,
-                                           ROW_TILE, UNMASKED_MIDDLE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+                                           ROW_TILE, UNMASKED_MIDDLE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, 512)
         c = acc / tl.where(l > 0, l, 1.0)  # l = 0 only for a skipped output: no 0/0
         if FUSE_ROPE:
             c = normalise_rotate(c, dims, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok)
@@ -295,7 +322,7 @@ def _gather_to_bf16_kernel(
     cs_s0, cs_s1,
     count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
-    VOLATILE_ROWS: tl.constexpr, COUNTED: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr, COUNTED: tl.constexpr, OVERLAP: tl.constexpr,
 ):
     """The default's gather (``triton-quant``): one program pools one whole output at a time
     (``pool_window`` with unmasked middle blocks, the loop of ``fused``) and writes its bf16 row
@@ -308,14 +335,16 @@ def _gather_to_bf16_kernel(
     ``fused``'s, whose window loop is the same, until its row loads were made volatile on CUDA
     (``_load_rows``: ptxas had scheduled some of them after the math that waits on the others)
     and, 1.10x, until the per-output block moved into ``pool_output`` (same instructions, a
-    different schedule); now 1.01-1.03x (measured on an H200; git history of bench/RESULTS.md)."""
+    different schedule); now 1.01-1.03x (measured on an H200; git history of bench/RESULTS.md).
+    ``OVERLAP``: the overlapping ratio-4 compressor's window of ``2C`` rows (``pool_resolved``)."""
+    WINDOW: tl.constexpr = C + C * OVERLAP  # rows one output pools
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     for i in range(pid, counted_outputs(count_ptr, num_outputs, COUNTED), num_programs):
         ok, pos, slot, m, l, acc, n_bad = pool_output(
-            i, 0, C - 1, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
-            num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
-            state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+            i, 0, WINDOW - 1, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            block_table_ptr, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+            state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, OVERLAP)
         if n_bad == 0:
             store_rotated_bf16(acc / l, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok,
                                pooled_ptr + tl.cast(i, tl.int64) * 512)

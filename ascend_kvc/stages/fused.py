@@ -50,7 +50,7 @@ def store_output(
 
 @triton.jit
 def _fused_compress_kernel(
-    state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
+    state_ptr,  # in, [num_blocks, block_size, 1024 or 2048 (OVERLAP)], float32/bfloat16
     boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
     block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
     weight_ptr,  # in, [512], bfloat16/float32, unit stride
@@ -62,15 +62,16 @@ def _fused_compress_kernel(
     count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
     VOLATILE_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr,
-    SCALE_BYTES: tl.constexpr, KV_FORMAT: tl.constexpr, COUNTED: tl.constexpr,
+    SCALE_BYTES: tl.constexpr, KV_FORMAT: tl.constexpr, COUNTED: tl.constexpr, OVERLAP: tl.constexpr,
 ):
+    WINDOW: tl.constexpr = C + C * OVERLAP  # rows one output pools: 2C with the overlapping compressor
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     for i in range(pid, counted_outputs(count_ptr, num_outputs, COUNTED), num_programs):
         ok, pos, slot, m, l, acc, n_bad = pool_output(
-            i, 0, C - 1, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
-            num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
-            state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+            i, 0, WINDOW - 1, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            block_table_ptr, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+            state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, OVERLAP)
         if n_bad == 0:
             store_output(acc / l, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0,
                          slots_per_page, C, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT)

@@ -35,7 +35,7 @@ import torch
 from ..device import ascend_programs, programs_own_cores, split_rule, vector_cores_override
 from ..launch import KernelLauncher, stream_scratch, stream_state
 from ..boundaries import COUNT_SPLIT, COUNT_TOTAL, COUNT_UNSPLIT, SPLIT_ROUNDS, every_count_splits
-from ..layout import BF16_ROW, HEAD_DIM, NOPE_DIM, NOPE_GROUPS
+from ..layout import BF16_ROW, HEAD_DIM, NOPE_DIM, NOPE_GROUPS, window_rows
 from .fused import cache_row_stride
 from .split_window import STATE_FLOATS
 from .work_split import MIN_PIECE_ROWS, WorkSplit, plan_split
@@ -81,8 +81,9 @@ _UNSPLIT_GATHERS = ("_gather_to_bf16_kernel", "_fused_compress_kernel")
 def _step_split(max_outputs: int, C: int, cores: int, min_rows: int, block_size: int,
                 wider_tiles_split: bool) -> tuple[WorkSplit, int, bool]:
     """``(split, split_max, split_always)`` of a step of at most ``max_outputs`` outputs (its token
-    count): the split kernels' plan for ``split_max`` outputs (``min(max_outputs, SPLIT_ROUNDS *
-    cores)``; 0 on one core, where nothing splits), and whether every count up to it splits
+    count) of ``C`` window rows each (``2C`` with the overlapping compressor): the split kernels'
+    plan for ``split_max`` outputs (``min(max_outputs, SPLIT_ROUNDS * cores)``; 0 on one core,
+    where nothing splits), and whether every count up to it splits
     (``plan_split``'s wider-tile rule) or only those that would leave cores idle (its occupancy
     rule). The device applies the rule to the count (``boundaries.split_counts``)."""
     from . import piece_row_tile, unsplit_row_tile
@@ -90,7 +91,7 @@ def _step_split(max_outputs: int, C: int, cores: int, min_rows: int, block_size:
     split_max = min(max_outputs, SPLIT_ROUNDS * cores) if cores > 1 else 0
     if not split_max:
         return WorkSplit(max_outputs, C, cores, max(1, min(cores, max_outputs)), False), 0, False
-    unit = piece_row_tile(block_size)
+    unit = piece_row_tile(block_size, C)
     always = wider_tiles_split and unit > unsplit_row_tile(block_size)
     programs = min(cores, max(1, split_max * C // max(min_rows, unit)))
     return WorkSplit(split_max, C, cores, programs, True, unit), split_max, always
@@ -123,7 +124,8 @@ class AscendPlan:
         from ..boundaries import plan_search
 
         dev = args.device
-        n, C, bs = args.num_outputs, args.compress_ratio, args.block_size
+        n, bs = args.num_outputs, args.block_size
+        C = window_rows(args.compress_ratio, args.overlap)  # the rows a window: what the work split shares out
         self.stage = stage
         self.device = dev
         self.cuda_index = dev.index if dev.type == "cuda" else None
@@ -145,11 +147,11 @@ class AscendPlan:
         if step:
             self.split, self.split_max, split_always = _step_split(n, C, cores, min_rows, bs, wider_tiles_split)
         else:
-            self.split = plan_split(n, C, cores, min_rows, piece_row_tile(bs),
+            self.split = plan_split(n, C, cores, min_rows, piece_row_tile(bs, C),
                                     unsplit_row_tile(bs) if wider_tiles_split else None)
-        specs = kernel_specializations(stage, bs, C, args.state_cache.dtype, split=self.split.split,
+        specs = kernel_specializations(stage, bs, args.compress_ratio, args.state_cache.dtype, split=self.split.split,
                                        device_type=dev.type, step=step, state_slots=bool(step_state_slots),
-                                       kv_format=args.kv_format)
+                                       kv_format=args.kv_format, overlap=args.overlap)
         if search is not None and search.programs == 1:  # one chunk: the list kernel counts it itself
             specs = [s for s in specs if s.kernel != "_count_boundaries_kernel"]
         if step and every_count_splits(n, self.split_max, cores, split_always):  # no unsplit gather

@@ -1,7 +1,8 @@
 """The work split of the default and ``fused`` rungs: runs of window rows, then a merge (two launches).
 
 When one window per program would leave vector cores idle (``work_split.plan_split``), the
-call's windows are laid end to end, ``num_outputs * C`` rows in output order, in units of
+call's windows are laid end to end, ``num_outputs * C`` rows in output order (``2C`` rows a window
+with the overlapping ratio-4 compressor, ``OVERLAP``), in units of
 ``RUN_ROWS`` rows (the piece gather's ``ROW_TILE``), and program ``p`` of ``programs`` reads the
 run of units ``[p * U // programs, (p + 1) * U // programs)``, ``U = num_outputs * C / RUN_ROWS``.
 A run is one piece per window it touches: ``_window_piece_kernel`` pools each piece with the
@@ -53,12 +54,13 @@ def _window_piece_kernel(
     block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
     count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
-    VOLATILE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, COUNTED: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, COUNTED: tl.constexpr, OVERLAP: tl.constexpr,
 ):
+    WINDOW: tl.constexpr = C + C * OVERLAP  # rows one output pools: 2C with the overlapping compressor
     pid = tl.program_id(0)
     dims = tl.arange(0, 512)
     num_outputs = counted_outputs(count_ptr, num_outputs, COUNTED)
-    units = tl.cast(num_outputs, tl.int64) * (C // RUN_ROWS)  # the windows laid end to end, in RUN_ROWS units
+    units = tl.cast(num_outputs, tl.int64) * (WINDOW // RUN_ROWS)  # the windows laid end to end, in RUN_ROWS units
     if COUNTED:  # fewer units than programs: runs on the first ``units`` programs, the others read nothing
         programs = active_programs(programs, units)
     first = (pid * units // programs * RUN_ROWS).to(tl.int32)  # this program's run: rows [first, end)
@@ -66,14 +68,14 @@ def _window_piece_kernel(
     if COUNTED:
         first = tl.where(pid < programs, first, 0)
         end = tl.where(pid < programs, end, 0)
-    first_output = first // C
-    last_output = tl.where(end > first, (end - 1) // C, first_output - 1)  # an empty run: no piece
+    first_output = first // WINDOW
+    last_output = tl.where(end > first, (end - 1) // WINDOW, first_output - 1)  # an empty run: no piece
     bad_counts = part_ptr + tl.cast(programs * piece_slots, tl.int64) * 1536
     for i in range(first_output, last_output + 1):  # one piece per window the run touches
         ok, req, pos, slot = resolve_output(
             i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
             num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-        lo = tl.maximum(first - i * C, 0)
+        lo = tl.maximum(first - i * WINDOW, 0)
         # The piece that holds the window's first row tells the merge where the output goes, before
         # its rows are pooled: stored after them (the slot and position then kept through the
         # window loop), this kernel measured up to 6% slower on an H200 (bench/RESULTS.md).
@@ -81,8 +83,9 @@ def _window_piece_kernel(
             tl.store(head_ptr + 2 * i, tl.where(ok, slot, -1))
             tl.store(head_ptr + 2 * i + 1, pos)
         m, l, acc, n_bad = pool_resolved(
-            ok, req, pos, lo, tl.minimum(end - i * C, C) - 1, state_ptr, block_table_ptr, num_blocks, block_size,
-            state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS)
+            ok, req, pos, lo, tl.minimum(end - i * WINDOW, WINDOW) - 1, state_ptr, block_table_ptr, num_blocks,
+            block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD,
+            VOLATILE_ROWS, OVERLAP)
         piece = pid * piece_slots + (i - first_output)
         state = part_ptr + tl.cast(piece, tl.int64) * 1536 + dims
         tl.store(state, m)
@@ -92,8 +95,8 @@ def _window_piece_kernel(
 
 
 @triton.jit
-def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.constexpr, MERGE_ROWS: tl.constexpr,
-                 RUN_ROWS: tl.constexpr):
+def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, WINDOW: tl.constexpr,
+                 MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr):
     """Output ``i``'s pooled ``c [512]`` from its pieces' states, and its bad-block count.
 
     The pieces are those of the programs ``first_program`` to ``last_program``, whose runs hold the
@@ -102,9 +105,12 @@ def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.co
     states apart. The first state starts the running max, denominator and numerator; the later
     ones fold in ``MERGE_ROWS`` at a time, as strided ``[MERGE_ROWS, 512]`` tiles, with the
     online-softmax rescaling. Every piece of a valid output holds at least one row, so its max is
-    finite.
+    finite; with the overlapping compressor (``WINDOW`` = 2C rows) a piece of a first window may
+    hold only rows at negative positions (masked: max ``-inf``, sum 0), but at most ``C`` = 4 of
+    them, all at the window's start, so a finite max is met by the first ``MERGE_ROWS + 1`` = 5
+    states and no rescaling takes ``exp(-inf - -inf)``.
     """
-    W: tl.constexpr = C // RUN_ROWS  # units a window
+    W: tl.constexpr = WINDOW // RUN_ROWS  # units a window
     units = tl.cast(num_outputs, tl.int64) * W
     unit = tl.cast(i, tl.int64) * W  # the window's first unit, windows laid end to end
     first_program = (((unit + 1) * programs - 1) // units).to(tl.int32)
@@ -134,7 +140,7 @@ def merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, dims, C: tl.co
 
 
 @triton.jit
-def merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C: tl.constexpr,
+def merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, WINDOW: tl.constexpr,
                  MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr):
     """Output ``i``'s slot and position, as the piece gather resolved them, and its pieces merged:
     ``(ok, pos, slot, c [512], bad)``. A skipped output's pieces hold no rows: nothing is merged
@@ -150,7 +156,7 @@ def merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C: t
     c = tl.zeros([512], tl.float32)
     bad = 1.0
     if ok:
-        c, bad = merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, tl.arange(0, 512), C, MERGE_ROWS,
+        c, bad = merge_pieces(part_ptr, i, num_outputs, programs, piece_slots, tl.arange(0, 512), WINDOW, MERGE_ROWS,
                               RUN_ROWS)
     return ok, pos, slot, c, bad
 
@@ -166,14 +172,16 @@ def _merge_to_slot_kernel(
     count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
     C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr,
     PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr, KV_FORMAT: tl.constexpr, COUNTED: tl.constexpr,
+    OVERLAP: tl.constexpr,
 ):
+    WINDOW: tl.constexpr = C + C * OVERLAP
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     num_outputs = counted_outputs(count_ptr, num_outputs, COUNTED)
     if COUNTED:
-        programs = active_programs(programs, tl.cast(num_outputs, tl.int64) * (C // RUN_ROWS))
+        programs = active_programs(programs, tl.cast(num_outputs, tl.int64) * (WINDOW // RUN_ROWS))
     for i in range(pid, num_outputs, num_programs):
-        ok, pos, slot, c, bad = merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C,
+        ok, pos, slot, c, bad = merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, WINDOW,
                                              MERGE_ROWS, RUN_ROWS)
         if ok & (bad == 0):
             store_output(c, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0, slots_per_page,
@@ -190,15 +198,16 @@ def _merge_to_bf16_kernel(
     slot_out_ptr,  # out, [num_outputs], int64: destination slot, -1 = skip
     num_outputs, programs, piece_slots, cs_s0, cs_s1, eps,
     count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
-    C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, COUNTED: tl.constexpr,
+    C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, COUNTED: tl.constexpr, OVERLAP: tl.constexpr,
 ):
+    WINDOW: tl.constexpr = C + C * OVERLAP
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     num_outputs = counted_outputs(count_ptr, num_outputs, COUNTED)
     if COUNTED:
-        programs = active_programs(programs, tl.cast(num_outputs, tl.int64) * (C // RUN_ROWS))
+        programs = active_programs(programs, tl.cast(num_outputs, tl.int64) * (WINDOW // RUN_ROWS))
     for i in range(pid, num_outputs, num_programs):
-        ok, pos, slot, c, bad = merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, C,
+        ok, pos, slot, c, bad = merge_output(part_ptr, head_ptr, i, num_outputs, programs, piece_slots, WINDOW,
                                              MERGE_ROWS, RUN_ROWS)
         if ok:  # a skipped output's row is never read
             store_rotated_bf16(c, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok,

@@ -1,6 +1,8 @@
 """What the audit compiles: every Ascend kernel x C x block_size x state dtype, deduplicated.
 
 ``fused`` is compiled for every cache format it writes (``FUSED_FORMATS`` besides int8), unsplit and split.
+The rungs users run (``triton-quant`` and ``fused``, every variant) are compiled at ``compress_ratio=4``
+too, and with the overlapping compressor (stages ``<rung>/overlap...``, C = 4 only).
 
 The kernels of a stage and their exact constexprs and pointer types come from
 ``ascend_kvc.stages.kernel_specializations(stage, block_size, compress_ratio, state_dtype)``, the
@@ -18,6 +20,8 @@ import torch
 from ascend_kvc import ASCEND_STAGES
 
 RATIOS = (128, 256, 512)
+OVERLAP_RATIOS = (4,)  # the ratio of the overlapping compressor, also run plain by the planned rungs
+ALL_RATIOS = (*OVERLAP_RATIOS, *RATIOS)
 BLOCK_SIZES = (1, 3, 8, 16, 32, 64, 128, 256)
 STATE_DTYPES = (torch.float32, torch.bfloat16)
 SCATTER_KERNEL = "_byte_scatter_kernel"
@@ -45,7 +49,8 @@ def pointer_type(dtype) -> str:
 
 
 SPLIT_SUFFIX = "/split"
-STEP_SUFFIX = "/step"  # ``compress_step``: the boundary search, then the rung's kernels reading its count
+STEP_SUFFIX = "/step"
+OVERLAP_PART = "overlap"  # a stage ``<rung>/overlap[/<format>][/step][/split]``: the overlapping compressor  # ``compress_step``: the boundary search, then the rung's kernels reading its count
 # The cache formats ``fused`` writes besides int8 (``kv_format``), each a stage ``fused/<format>`` and
 # ``fused/<format>/split``: the slots a page are a run-time argument, so no page width is audited apart.
 FUSED_FORMATS = ("fp8_e4m3", "bf16")
@@ -77,11 +82,32 @@ def _split_stages() -> tuple[str, ...]:
     return split + tuple(s + STEP_SUFFIX + tail for s in ASCEND_PLANNED_STAGES for tail in ("", SPLIT_SUFFIX))
 
 
+def _overlap_stages(planned: tuple[str, ...]) -> tuple[str, ...]:
+    """``<rung>/overlap`` for every planned-rung stage (``planned``: those of the plain compressor),
+    where the package computes overlap."""
+    from ascend_kvc.stages import kernel_specializations
+
+    try:
+        kernel_specializations("fused", BLOCK_SIZES[0], OVERLAP_RATIOS[0], STATE_DTYPES[0], overlap=True)
+    except (TypeError, ValueError):
+        return ()
+    return tuple(s.split("/", 1)[0] + "/" + OVERLAP_PART + s[len(s.split("/", 1)[0]):] for s in planned)
+
+
+def _planned_stages(stages_: tuple[str, ...]) -> tuple[str, ...]:
+    try:
+        from ascend_kvc.routes import ASCEND_PLANNED_STAGES
+    except ImportError:
+        return ()
+    return tuple(s for s in stages_ if s.split("/", 1)[0] in ASCEND_PLANNED_STAGES)
+
+
 def stages() -> tuple[str, ...]:
     """The Ascend ladder's stages, then the split variants of the planned rungs (``fused`` added
-    where the package has it outside the ladder)."""
+    where the package has it outside the ladder), then the planned rungs' overlap stages."""
     if "fused" in ASCEND_STAGES:
-        return ASCEND_STAGES + _split_stages() + _format_stages()
+        plain = ASCEND_STAGES + _split_stages() + _format_stages()
+        return plain + _overlap_stages(_planned_stages(plain))
     from ascend_kvc.stages import kernel_specializations
 
     try:
@@ -123,9 +149,25 @@ def to_spec(kernel_spec) -> Spec:
     return Spec(kernel_spec.module, kernel_spec.kernel, tuple(sorted(cx.items())), tuple(sorted(ptrs.items())))
 
 
+def ratios(stage: str) -> tuple[int, ...]:
+    """The ``compress_ratio`` values a stage is compiled at: 4 only with overlap, 4 too on the
+    planned rungs where the package computes it, else ``RATIOS``."""
+    if OVERLAP_PART in stage.split("/"):
+        return OVERLAP_RATIOS
+    if _planned_stages((stage,)) and _overlap_stages(("fused",)):
+        return ALL_RATIOS
+    return RATIOS
+
+
 def kernel_specs(stage: str, block_size: int, ratio: int, state_dtype: torch.dtype) -> list[Spec]:
     from ascend_kvc.stages import kernel_specializations
 
+    if OVERLAP_PART in stage.split("/"):
+        parts = stage.split("/")
+        fmt = next((f for f in FUSED_FORMATS if f in parts), "int8")
+        return [to_spec(k) for k in kernel_specializations(
+            parts[0], block_size, ratio, state_dtype, split=SPLIT_SUFFIX[1:] in parts, step=STEP_SUFFIX[1:] in parts,
+            state_slots=True, kv_format=fmt, overlap=True)]
     split = stage.endswith(SPLIT_SUFFIX)
     stage = stage.removesuffix(SPLIT_SUFFIX)
     fmt = next((f for f in FUSED_FORMATS if stage.endswith("/" + f)), None)
@@ -150,7 +192,7 @@ class Entry:
 def build_matrix() -> list[Entry]:
     return [
         Entry(stage, C, bs, dtype_name(dt), tuple(kernel_specs(stage, bs, C, dt)))
-        for stage in stages() for C in RATIOS for bs in BLOCK_SIZES for dt in STATE_DTYPES
+        for stage in stages() for C in ratios(stage) for bs in BLOCK_SIZES for dt in STATE_DTYPES
     ]
 
 

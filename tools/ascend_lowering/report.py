@@ -87,22 +87,24 @@ def _ranges(values: list[int]) -> str:
 
 
 def format_table(report: dict) -> str:
-    """Per stage x kernel, block sizes with the same outcome grouped: planned UB KiB for C=128/256/512."""
+    """Per stage x kernel, block sizes with the same outcome grouped: planned UB KiB for C=4/128/256/512
+    ('-' where a stage is not compiled at that C)."""
     res = report["results"]
     by = {(e["stage"], e["C"], e["block_size"], e["state_dtype"]): e["kernels"] for e in report["entries"]}
     dtypes = [mx.dtype_name(d) for d in mx.STATE_DTYPES]
-    head = ["stage", "kernel", "block_size", "tile", *[f"C={c} UB KiB" for c in mx.RATIOS],
+    head = ["stage", "kernel", "block_size", "tile", *[f"C={c} UB KiB" for c in mx.ALL_RATIOS],
             "front end", "910B compiler"]
     rows = []
     for stage in mx.stages():
-        n_kernels = max(len(by[(stage, c, bs, dt)]) for c in mx.RATIOS for bs in mx.BLOCK_SIZES for dt in dtypes)
+        n_kernels = max(len(by.get((stage, c, bs, dt), ())) for c in mx.ALL_RATIOS for bs in mx.BLOCK_SIZES
+                        for dt in dtypes)
         for ki in range(n_kernels):
             groups: list[tuple[tuple, list[int]]] = []
             for bs in mx.BLOCK_SIZES:
                 cells, every, tiles, name = [], [], set(), ""
-                for c in mx.RATIOS:
-                    rs = [res[by[(stage, c, bs, dt)][ki]] for dt in dtypes if ki < len(by[(stage, c, bs, dt)])]
-                    cells.append(_cell(rs))
+                for c in mx.ALL_RATIOS:
+                    rs = [res[by[(stage, c, bs, dt)][ki]] for dt in dtypes if ki < len(by.get((stage, c, bs, dt), ()))]
+                    cells.append(_cell(rs) if (stage, c, bs, dtypes[0]) in by else "-")
                     every += rs
                     for r in rs:
                         tiles.add(tile(r["spec"]))
