@@ -34,7 +34,7 @@ examples:
       two routes on the 12 official cases, table plus CSV and JSON (no report folder)
   python -m bench --cases 8,131072,512 --stages block-d512,byte-scatter --shuffle --plot ladder.png
       one case, two Ascend rungs, shuffled block tables only, the ladder figure
-  python -m bench --cases C4 --routes reference,ascend,ascend:fused
+  python -m bench --cases C4 --routes reference,gpgpu,ascend,ascend:fused
       the overlapping ratio-4 prefill chunk (not an official case) on the routes that compute it
   make bench BENCH_ARGS="--cases small --routes reference,gpgpu --no-progress"
       the Makefile's target, flags passed through
