@@ -68,3 +68,20 @@ def run_and_check(w: Workload, route: str, *, inplace: bool = True, validate: bo
     report = check_cache(w.checked_args(), got, before)
     assert report.ok, f"route {route} on {w.name} (block_size={w.block_size}): {report}"
     return report
+
+
+def check_slot_past_the_cache_is_skipped(w: Workload, route: str):
+    """``validate=False`` with output 1's slot just past the last one (``num_pages * P`` slots, or
+    the rows of a bf16 cache): that output writes nothing, not even past the cache (two guard pages
+    or rows follow it in memory); the other outputs are exact."""
+    before = w.kv_cache.clone()
+    token = w.boundary_token_indices[1]
+    w.kv_slot_mapping[token] = w.checked_args().num_slots
+    pages = w.kv_cache.shape[0]
+    guarded = torch.cat([w.kv_cache, w.kv_cache[:2]])  # the cache, then two pages (rows) a stray write would hit
+    guard = guarded[pages:].clone()
+    got = c128_256_512_compress(*w.args(), out=guarded[:pages], route=route, validate=False, **w.format_kwargs())
+    assert torch.equal(guarded[pages:], guard), f"{route}: a byte past the cache was written"
+    w.kv_slot_mapping[token] = -1  # the truth: that output is skipped
+    report = check_cache(w.checked_args(), got, before)
+    assert report.ok and report.num_outputs_written == w.num_outputs - 1, report

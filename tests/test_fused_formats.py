@@ -13,6 +13,7 @@ from ascend_kvc.oracle import check_cache, e4m3_value, scale_exponent_f64
 from ascend_kvc.slot_bytes import e4m3_bits, e4m3_scale_exponent
 from ascend_kvc.workloads import make_workload
 
+from cases import check_slot_past_the_cache_is_skipped
 from launches import record_triton_launches
 from test_golden import FILL, GOLDEN_SLOT, GOLDEN_SLOT_BYTES, golden_inputs
 from test_golden_formats import (BF16_GOLDEN_ROW_BYTES, FP8_GOLDEN_SLOT_BYTES, _first_difference, bf16_inputs,
@@ -206,21 +207,7 @@ def test_fused_bf16_golden_row(four_d):
 
 @pytest.mark.parametrize("kv_format,slots_per_page", [("fp8_e4m3", 2), ("bf16", 4)])
 def test_fused_skips_a_slot_past_the_cache(kv_format, slots_per_page):
-    """``validate=False`` with one output's slot just past the last slot (rows of a bf16 cache,
-    ``num_pages * P`` slots of a paged one): that output writes nothing, the others are the truth's."""
-    w = _case(kv_format, slots_per_page, seed=21)
-    before = w.kv_cache.clone()
-    token = w.boundary_token_indices[1]
-    num_slots = w.kv_cache.numel() // 512 if kv_format == "bf16" else w.kv_cache.shape[0] * slots_per_page
-    w.kv_slot_mapping[token] = num_slots
-    guarded = torch.cat([w.kv_cache, w.kv_cache[:2]])  # the cache, then two pages (rows) a stray write would hit
-    guard = guarded[w.kv_cache.shape[0]:].clone()
-    got = c128_256_512_compress(*w.args(), out=guarded[:w.kv_cache.shape[0]], route="ascend:fused", validate=False,
-                                **w.format_kwargs())
-    assert torch.equal(guarded[w.kv_cache.shape[0]:], guard), "a byte past the cache was written"
-    w.kv_slot_mapping[token] = -1  # the truth: that output is skipped
-    report = check_cache(w.checked_args(), got, before)
-    assert report.ok and report.num_outputs_written == 2, report
+    check_slot_past_the_cache_is_skipped(_case(kv_format, slots_per_page, seed=21), "ascend:fused")
 
 
 @pytest.mark.parametrize("device_type,kv_format,overlap,expected,refused", [

@@ -15,7 +15,7 @@ from ascend_kvc.workloads import make_workload
 from gpgpu_fallback import route as gpgpu_route
 from gpgpu_fallback import tuning
 
-from cases import general_case, run_and_check
+from cases import check_slot_past_the_cache_is_skipped, general_case, run_and_check
 from launches import record_triton_launches
 from test_golden import FILL, GOLDEN_SLOT, GOLDEN_SLOT_BYTES, golden_inputs
 from test_golden_formats import (BF16_GOLDEN_ROW_BYTES, FP8_GOLDEN_SLOT_BYTES, _first_difference, bf16_inputs,
@@ -169,21 +169,7 @@ def test_short_windows_get_short_steps_and_long_ones_the_tables():
 @pytest.mark.parametrize("kv_format,slots_per_page,C,overlap", [
     ("fp8_e4m3", 2, 4, True), ("bf16", 4, 128, False), ("int8", 3, 4, False)])
 def test_skips_a_slot_past_the_cache(kv_format, slots_per_page, C, overlap):
-    """``validate=False`` with one output's slot just past the last one (``num_pages * P`` slots, or
-    the rows of a bf16 cache): that output writes nothing, not even past the cache; the rest are exact."""
-    w = _workload(kv_format, slots_per_page, C, overlap, 8, seed=21)
-    before = w.kv_cache.clone()
-    token = w.boundary_token_indices[1]
-    num_slots = w.kv_cache.numel() // 512 if kv_format == "bf16" else w.kv_cache.shape[0] * slots_per_page
-    w.kv_slot_mapping[token] = num_slots
-    guarded = torch.cat([w.kv_cache, w.kv_cache[:2]])  # the cache, then two pages (rows) a stray write would hit
-    guard = guarded[w.kv_cache.shape[0]:].clone()
-    got = c128_256_512_compress(*w.args(), out=guarded[:w.kv_cache.shape[0]], route="gpgpu", validate=False,
-                                **w.format_kwargs())
-    assert torch.equal(guarded[w.kv_cache.shape[0]:], guard), "a byte past the cache was written"
-    w.kv_slot_mapping[token] = -1  # the truth: that output is skipped
-    report = check_cache(w.checked_args(), got, before)
-    assert report.ok and report.num_outputs_written == w.num_outputs - 1, report
+    check_slot_past_the_cache_is_skipped(_workload(kv_format, slots_per_page, C, overlap, 8, seed=21), "gpgpu")
 
 
 @pytest.mark.parametrize("block_size", [4, 3])
