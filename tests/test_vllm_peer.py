@@ -118,10 +118,9 @@ def test_vllm_window_addressing_pools_what_the_oracle_pools(C, overlap):
         torch.testing.assert_close(got, want[n], rtol=1e-12, atol=1e-12)
 
 
-def test_peer_inputs_carry_the_step(ours_as_peer):
-    """vLLM's signature, filled by ``peer_inputs``, is enough to compute the step: our own route
-    behind that signature writes bytes the oracle passes, and the same bytes as ours."""
-    module = vp.load_peer(str(ours_as_peer))
+def _small_cases_side_by_side(module):
+    """``(label, truth, ours, peer, stats)`` for each small case: the peer module and our
+    reference route each write a copy of the case's cache, and ``compare_caches`` judges both."""
     for label, step in vp.build_cases(["C128", "C4", "decode"], True, "cpu"):
         checked = vp.checked_operator_args(step)
         truth = compute_truth(checked)
@@ -129,7 +128,14 @@ def test_peer_inputs_carry_the_step(ours_as_peer):
         peer, ours = before.clone(), before.clone()
         vp.peer_call(module, step, peer)()
         vp.ours_call(step, ours, "reference")()
-        stats = vp.compare_caches(checked, truth, before, ours, peer)
+        yield label, truth, ours, peer, vp.compare_caches(checked, truth, before, ours, peer)
+
+
+def test_peer_inputs_carry_the_step(ours_as_peer):
+    """vLLM's signature, filled by ``peer_inputs``, is enough to compute the step: our own route
+    behind that signature writes bytes the oracle passes, and the same bytes as ours."""
+    module = vp.load_peer(str(ours_as_peer))
+    for label, truth, ours, peer, stats in _small_cases_side_by_side(module):
         assert truth.outputs.numel() > 0, label
         assert stats["ours_ok"] and stats["real"] == 0 and stats["equal"] == stats["slots"] == truth.outputs.numel(), \
             (label, stats)
@@ -324,14 +330,7 @@ def test_vllm_kernel_runs_at_tiny_size_and_writes_only_the_slots(tmp_path):
     vp.main([str(PEER), "--small", "--device", "cpu", "--cases", "C4,decode", "--json", str(out)])
     assert {r["case"] for r in json.loads(out.read_text())["rows"]} == {"C4/prefill-T32", "decode/R4-B2-C4"}
     module = vp.load_peer(str(PEER))
-    for label, step in vp.build_cases(["C128", "C4", "decode"], True, "cpu"):
-        checked = vp.checked_operator_args(step)
-        truth = compute_truth(checked)
-        before = step.kv_cache.clone()
-        peer, ours = before.clone(), before.clone()
-        vp.peer_call(module, step, peer)()
-        vp.ours_call(step, ours, "reference")()
-        stats = vp.compare_caches(checked, truth, before, ours, peer)
+    for label, truth, ours, peer, stats in _small_cases_side_by_side(module):
         assert stats["peer_outside_changed"] == 0 and stats["ours_ok"], (label, stats)
         page, cols = slot_columns(truth.slots, truth.slots_per_page, "fp8_e4m3")
         a, b = peer[page, cols], ours[page, cols]
