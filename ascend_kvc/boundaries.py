@@ -43,6 +43,10 @@ MAX_PROGRAMS = 128
 # small prefill chunks); larger ones in two launches, in chunks of at least MIN_CHUNK_TOKENS.
 SINGLE_PROGRAM_TOKENS = 4096
 MIN_CHUNK_TOKENS = BLOCK_T
+# On the planned Ascend rungs, a step of at most this many tokens (a decode step) whose every count
+# of outputs takes the split path is searched inside the piece gather (``boundaries_in_registers``
+# in every program: a [512] int32 prefix sum), one launch fewer than the list kernel's.
+INLINE_SEARCH_TOKENS = 512
 
 
 @triton.jit
@@ -89,6 +93,25 @@ def _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, end, C: tl
     if HAS_STATE_SLOTS:
         flag = flag & (tl.load(state_slot_ptr + offs, mask=live, other=-1) >= 0)
     return flag.to(tl.int32)
+
+
+@triton.jit
+def boundaries_in_registers(positions_ptr, kv_slot_ptr, state_slot_ptr, num_tokens, INLINE_T: tl.constexpr,
+                            C: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr):
+    """A small step's search kept in the program (``num_tokens <= INLINE_T``): ``(offs, flag,
+    rank, count)``, the ``[INLINE_T]`` token indices, their flags and inclusive prefix sums, and
+    the count. ``nth_boundary`` reads an output's token from them, with no list in memory."""
+    offs = tl.arange(0, INLINE_T)
+    flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, num_tokens, C, HAS_STATE_SLOTS)
+    rank = tl.cumsum(flag, axis=0)
+    return offs, flag, rank, tl.sum(flag, axis=0)
+
+
+@triton.jit
+def nth_boundary(offs, flag, rank, i):
+    """Output ``i``'s token (int64), from ``boundaries_in_registers``: the token whose flag is set
+    and whose prefix sum is ``i + 1`` (0 when ``i`` is not below the count)."""
+    return tl.sum(tl.where((flag != 0) & (rank == i + 1), offs, 0), axis=0).to(tl.int64)
 
 
 @triton.jit

@@ -36,6 +36,14 @@ def resolve_output(
     a caller must then read nothing through ``req``/``pos`` beyond the block table's first row.
     """
     b = tl.load(boundary_ptr + i).to(tl.int64)
+    return resolve_token(b, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_tokens, num_reqs, blocks_per_req,
+                         num_slots, max_pos, block_size, C)
+
+
+@triton.jit
+def resolve_token(b, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_tokens, num_reqs, blocks_per_req,
+                  num_slots, max_pos, block_size, C: tl.constexpr):
+    """``resolve_output`` for the output of token ``b`` (int64), found by the caller."""
     ok = (b >= 0) & (b < num_tokens)
     b = tl.where(ok, b, 0)
     slot = tl.load(slot_mapping_ptr + b).to(tl.int64)

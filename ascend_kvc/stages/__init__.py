@@ -213,8 +213,9 @@ def piece_row_tile(block_size: int, window: int | None = None) -> int:
 
 
 def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype, kv_format: str = "int8",
-                 overlap: bool = False) -> list[KernelSpec]:
-    """The piece gather and the merge of a split window (``split_window``)."""
+                 overlap: bool = False, inline_tokens: int = 0, state_slots: bool = False) -> list[KernelSpec]:
+    """The piece gather and the merge of a split window (``split_window``); ``inline_tokens``: the
+    piece gather's own boundary search of a step of at most that many tokens (0: none)."""
     from ..layout import window_rows
     from ..slot_bytes import FORMAT_SLOT_CONSTEXPRS, KV_FORMAT_CODES
 
@@ -222,8 +223,10 @@ def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype, 
     piece = KernelSpec(
         "ascend_kvc.stages.split_window", "_window_piece_kernel",
         dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["piece"],
-             VOLATILE_ROWS=False, RUN_ROWS=tile, OVERLAP=overlap),
-        {"state_ptr": _state_pointer(state_dtype), **_INDEX_POINTERS, "part_ptr": "*fp32", "head_ptr": "*i64"},
+             VOLATILE_ROWS=False, RUN_ROWS=tile, OVERLAP=overlap, INLINE_T=inline_tokens,
+             HAS_STATE_SLOTS=bool(inline_tokens) and state_slots),
+        {"state_ptr": _state_pointer(state_dtype), **_INDEX_POINTERS, "part_ptr": "*fp32", "head_ptr": "*i64",
+         "state_slot_ptr": "*i64"},
     )
     common = {"part_ptr": "*fp32", "head_ptr": "*i64", "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32"}
     from .split_window import MERGE_ROWS
@@ -271,7 +274,7 @@ def _with_volatile_rows(spec: KernelSpec) -> KernelSpec:
 def kernel_specializations(
     stage: str, block_size: int, compress_ratio: int, state_dtype: torch.dtype, split: bool = False,
     device_type: str = "npu", step: bool = False, state_slots: bool = True, kv_format: str = "int8",
-    overlap: bool = False,
+    overlap: bool = False, inline_search: bool = False,
 ) -> list[KernelSpec]:
     """The Triton kernels ``ascend:<stage>`` launches for this input, in launch order.
 
@@ -298,6 +301,11 @@ def kernel_specializations(
 
     ``overlap``: the overlapping ratio-4 compressor (``compress_ratio`` 4, windows of 8 rows of the
     2048-wide state; planned rungs only): their kernels' ``OVERLAP`` specialisation.
+
+    ``inline_search`` (with ``step`` and ``split``): a step of at most
+    ``boundaries.INLINE_SEARCH_TOKENS`` tokens whose every count of outputs splits: no search
+    launch and no unsplit gather; the piece gather finds the boundary tokens itself and leaves
+    the count for the kernels after it.
     """
     if stage not in _LADDER:
         raise ValueError(f"stage must be one of {ASCEND_STAGES}, got {stage!r}")
@@ -312,9 +320,14 @@ def kernel_specializations(
         raise ValueError(f"stage {stage!r} has no sync-free step; only {ASCEND_PLANNED_STAGES} do")
     if overlap and stage not in ASCEND_PLANNED_STAGES:
         raise ValueError(f"stage {stage!r} does not compute overlap=True; only {ASCEND_PLANNED_STAGES} do")
+    if inline_search and not (step and split):
+        raise ValueError("inline_search is a step's split path: it needs step=True and split=True")
     if split:
-        specs = _split_specs(stage, block_size, compress_ratio, state_dtype, kv_format, overlap)
-        if step:  # the device picks the split or the unsplit gather by the step's count
+        from ..boundaries import INLINE_SEARCH_TOKENS
+
+        specs = _split_specs(stage, block_size, compress_ratio, state_dtype, kv_format, overlap,
+                             INLINE_SEARCH_TOKENS if inline_search else 0, state_slots)
+        if step and not inline_search:  # the device picks the split or the unsplit gather by the step's count
             specs.append(_gather_spec(stage, block_size, compress_ratio, state_dtype, kv_format, overlap))
     else:
         specs = [_gather_spec(stage, block_size, compress_ratio, state_dtype, kv_format, overlap)]
@@ -325,7 +338,7 @@ def kernel_specializations(
     if writer in ("triton", "quantize"):
         specs.append(_scatter_spec())
     specs = [_counted(spec, step) if spec.kernel in _COUNTED_KERNELS else spec for spec in specs]
-    if step:
+    if step and not inline_search:
         specs = _search_specs(compress_ratio, state_slots) + specs
     return specs
 

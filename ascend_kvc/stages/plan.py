@@ -34,7 +34,8 @@ import torch
 
 from ..device import ascend_programs, programs_own_cores, split_rule, vector_cores_override
 from ..launch import KernelLauncher, stream_scratch, stream_state
-from ..boundaries import COUNT_SPLIT, COUNT_TOTAL, COUNT_UNSPLIT, SPLIT_ROUNDS, every_count_splits
+from ..boundaries import (COUNT_SPLIT, COUNT_TOTAL, COUNT_UNSPLIT, INLINE_SEARCH_TOKENS, SPLIT_ROUNDS,
+                          every_count_splits)
 from ..layout import BF16_ROW, HEAD_DIM, NOPE_DIM, NOPE_GROUPS, window_rows
 from .fused import cache_row_stride
 from .split_window import STATE_FLOATS
@@ -131,6 +132,7 @@ class AscendPlan:
         self.cuda_index = dev.index if dev.type == "cuda" else None
         self.npu_index = dev.index if dev.type == "npu" else None
         self.nothing_to_do = n == 0 or args.nothing_to_read or args.cos_sin_cache.shape[0] == 0
+        self.inline_search = False  # set below: a step whose piece gather searches its own tokens
         # (launcher, its arguments, the picker of its arguments from the integer-address pool)
         self.launches: list[tuple[KernelLauncher, tuple, object]] = []
         self.scratch_bytes = 0
@@ -149,12 +151,16 @@ class AscendPlan:
         else:
             self.split = plan_split(n, C, cores, min_rows, piece_row_tile(bs, C),
                                     unsplit_row_tile(bs) if wider_tiles_split else None)
+        all_split = step and self.split.split and every_count_splits(n, self.split_max, cores, split_always)
+        # a small step that always splits: the piece gather searches its tokens itself (no search launch)
+        self.inline_search = all_split and args.token_to_req.shape[0] <= INLINE_SEARCH_TOKENS
         specs = kernel_specializations(stage, bs, args.compress_ratio, args.state_cache.dtype, split=self.split.split,
                                        device_type=dev.type, step=step, state_slots=bool(step_state_slots),
-                                       kv_format=args.kv_format, overlap=args.overlap)
+                                       kv_format=args.kv_format, overlap=args.overlap,
+                                       inline_search=self.inline_search)
         if search is not None and search.programs == 1:  # one chunk: the list kernel counts it itself
             specs = [s for s in specs if s.kernel != "_count_boundaries_kernel"]
-        if step and every_count_splits(n, self.split_max, cores, split_always):  # no unsplit gather
+        if all_split:  # no unsplit gather
             specs = [s for s in specs if s.kernel not in _UNSPLIT_GATHERS]
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         # out=None: a new contiguous tensor
@@ -195,7 +201,7 @@ class AscendPlan:
                 STATE, *index_args, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),
                 kv_s0, page_slots, eps, count("_fused_compress_kernel")),
             "_window_piece_kernel": (STATE, *index_args, BLOCK_TABLE, part, head, n, programs, slots, *table[1:],
-                                     count("_window_piece_kernel")),
+                                     _COUNT if self.inline_search else count("_window_piece_kernel"), STATE_SLOTS),
             "_merge_to_slot_kernel": (part, head, WEIGHT, COS_SIN, _OUT, *merge_shape, kv_s0, page_slots, eps,
                                       count("_merge_to_slot_kernel")),
             "_merge_to_bf16_kernel": (part, head, WEIGHT, COS_SIN, y, slot, *merge_shape, eps,

@@ -25,8 +25,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..boundaries import counted_outputs
-from ..triton_helpers import resolve_output
+from ..boundaries import boundaries_in_registers, counted_outputs, nth_boundary
+from ..triton_helpers import resolve_output, resolve_token
 from .block_gather import pool_resolved, store_rotated_bf16
 from .fused import store_output
 
@@ -52,14 +52,26 @@ def _window_piece_kernel(
     head_ptr,  # out, [num_outputs, 2] int64: each output's slot (-1: skip) and position
     num_outputs, programs, piece_slots, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos,
     block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
-    count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
+    count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list);
+    # with INLINE_T out, [3] int32: the count as the search kernel leaves it, for the kernels after this one
+    state_slot_ptr,  # in, [num_tokens], int64/int32: a step's state slots (read with INLINE_T, HAS_STATE_SLOTS)
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
     VOLATILE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, COUNTED: tl.constexpr, OVERLAP: tl.constexpr,
+    INLINE_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr,
 ):
     WINDOW: tl.constexpr = C + C * OVERLAP  # rows one output pools: 2C with the overlapping compressor
     pid = tl.program_id(0)
     dims = tl.arange(0, 512)
-    num_outputs = counted_outputs(count_ptr, num_outputs, COUNTED)
+    if INLINE_T > 0:  # a small step: every program finds the boundary tokens itself, no search launch
+        offs, flag, rank, count = boundaries_in_registers(positions_ptr, slot_mapping_ptr, state_slot_ptr, num_tokens,
+                                                          INLINE_T, C, HAS_STATE_SLOTS)
+        num_outputs = tl.minimum(count, num_outputs)
+        if pid == 0:  # what the list kernel would leave (boundaries.COUNT_*): all, none unsplit, all split
+            tl.store(count_ptr, num_outputs)
+            tl.store(count_ptr + 1, num_outputs * 0)
+            tl.store(count_ptr + 2, num_outputs)
+    else:
+        num_outputs = counted_outputs(count_ptr, num_outputs, COUNTED)
     units = tl.cast(num_outputs, tl.int64) * (WINDOW // RUN_ROWS)  # the windows laid end to end, in RUN_ROWS units
     if COUNTED:  # fewer units than programs: runs on the first ``units`` programs, the others read nothing
         programs = active_programs(programs, units)
@@ -72,9 +84,14 @@ def _window_piece_kernel(
     last_output = tl.where(end > first, (end - 1) // WINDOW, first_output - 1)  # an empty run: no piece
     bad_counts = part_ptr + tl.cast(programs * piece_slots, tl.int64) * 1536
     for i in range(first_output, last_output + 1):  # one piece per window the run touches
-        ok, req, pos, slot = resolve_output(
-            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+        if INLINE_T > 0:
+            ok, req, pos, slot = resolve_token(
+                nth_boundary(offs, flag, rank, i), token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+                num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+        else:
+            ok, req, pos, slot = resolve_output(
+                i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+                num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
         lo = tl.maximum(first - i * WINDOW, 0)
         # The piece that holds the window's first row tells the merge where the output goes, before
         # its rows are pooled: stored after them (the slot and position then kept through the
