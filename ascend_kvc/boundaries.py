@@ -16,6 +16,10 @@ Within a chunk, ``BLOCK_T`` tokens at a time, a token's entry is the prefix sum 
 before it. Small steps (decode) take one program and one launch; large prefill steps take up to
 ``MAX_PROGRAMS`` programs (one tile each where the cores allow) and two launches, each reading its chunk once.
 
+On the planned Ascend rungs a small step that always splits skips the search launch: the piece
+gather's programs each find the tokens in registers (``boundaries_in_registers``,
+``nth_boundary``) and its program 0 writes the count, as the list kernel would have.
+
 The list kernel also decides the work split of the planned Ascend rungs from the count
 (``split_counts``): it writes the count three times, all of it, the part the unsplit kernels
 take, the part the split kernels take (one of the last two is zero). Each kernel loops to its own

@@ -538,3 +538,46 @@ def test_small_step_on_many_cores_launches_no_unsplit_gather(monkeypatch):
     plan = next(iter(step_module._STEP_PLANS.values()))
     assert "_fused_compress_kernel" not in plan.kernels and "_window_piece_kernel" in plan.kernels
     step_module.clear_step_plans()
+
+
+_DECODE_KERNELS = {"ascend:fused": ["_window_piece_kernel", "_merge_to_slot_kernel"],
+                   "ascend": ["_window_piece_kernel", "_merge_to_bf16_kernel", "_quantize_bf16_kernel",
+                              "_byte_scatter_kernel"]}
+
+
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
+def test_decode_step_searches_inside_the_piece_gather(route, monkeypatch):
+    """A decode step on 40 vector cores: no search launch, the indexed call's kernels exactly, and
+    the replay sequence (0, 1, a few, all but the skipped state slot, 0 outputs) on one plan writes
+    the oracle's bytes: each output's token read from the in-register prefix sum, the count left
+    for the kernels after the piece gather."""
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
+    step_module.clear_step_plans()
+    sw = _replay_workload(171)
+    g = torch.Generator().manual_seed(172)
+    for k, meant in enumerate(REPLAY_MEANT):
+        _set_step(sw, k, g)
+        before = run_step(sw, route)
+        judge(sw, sw.kv_cache, before, meant)
+    (plan,) = step_module._STEP_PLANS.values()
+    assert plan.inline_search and plan.kernels == _DECODE_KERNELS[route]
+    step_module.clear_step_plans()
+
+
+@pytest.mark.parametrize("extra,inline", [(0, True), (1, False)])
+def test_inline_search_up_to_its_token_bound(extra, inline, monkeypatch):
+    """Up to ``INLINE_SEARCH_TOKENS`` tokens the piece gather searches (its last token a boundary
+    token, found); one token more and the list kernel does."""
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
+    monkeypatch.setattr(boundaries, "INLINE_SEARCH_TOKENS", 64)
+    monkeypatch.setattr(plan_module, "INLINE_SEARCH_TOKENS", 64)
+    step_module.clear_step_plans()
+    tokens = 64 + extra
+    sw = make_step_workload([(100, tokens - 2), (126, 2)], 128, block_size=8, seed=181, device=DEVICE)
+    assert expected_boundaries(sw) == [27, tokens - 1]  # position 127 of each request: the last token is one
+    before = run_step(sw, "ascend:fused")
+    judge(sw, sw.kv_cache, before)
+    (plan,) = step_module._STEP_PLANS.values()
+    assert plan.inline_search == inline
+    assert ("_list_boundaries_kernel" in plan.kernels) != inline
+    step_module.clear_step_plans()

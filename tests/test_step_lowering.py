@@ -22,13 +22,18 @@ def _step_entries(report):
 def test_every_step_kernel_reaches_code_generation(report):
     entries = _step_entries(report)
     assert {e["stage"] for e in entries} == {f"{s}{o}/step{t}" for s in ("triton-quant", "fused")
-                                             for o in ("", "/overlap") for t in ("", "/split")}
+                                             for o in ("", "/overlap") for t in ("", "/split", "/inline")}
     # C = 4, 128, 256, 512 plain; C = 4 with overlap
-    assert len(entries) == 4 * (4 + 1) * len(mx.BLOCK_SIZES) * len(mx.STATE_DTYPES)
+    assert len(entries) == 6 * (4 + 1) * len(mx.BLOCK_SIZES) * len(mx.STATE_DTYPES)
     for e in entries:
         kernels = [report["results"][k] for k in e["kernels"]]
         names = [r["spec"]["kernel"] for r in kernels]
-        assert names[:2] == list(mx.SEARCH_KERNELS), e  # the search first
+        if e["stage"].endswith(mx.INLINE_SUFFIX):  # no search launch: the piece gather searches, in registers
+            assert names[0] == "_window_piece_kernel" and not set(names) & set(mx.SEARCH_KERNELS), e
+            cx = kernels[0]["spec"]["constexprs"]
+            assert cx["INLINE_T"] > 0 and cx["HAS_STATE_SLOTS"] is True, e
+        else:
+            assert names[:2] == list(mx.SEARCH_KERNELS), e  # the search first
         for r in kernels:
             assert r["front_end"] and r["compiler"] == audit.CODEGEN, (e, r["spec"], r.get("compiler_message"))
             cx = r["spec"]["constexprs"]

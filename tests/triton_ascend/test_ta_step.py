@@ -6,8 +6,9 @@ are new Triton code for an NPU; here they run with the Triton an NPU host compil
 from tests/test_step.py and are judged the same way, by the oracle on boundary tokens derived
 token by token in Python: an empty step, many boundary tokens (with skipped kv and state slots),
 C = 256 at block size 3, a replay sequence of 0, 1, 3, 5 and 0 boundary tokens on the same
-tensors, a step split over 40 vector cores, and a step whose search has three programs (a count
-kernel, then the list).
+tensors, a step split over 40 vector cores, a decode step whose piece gather searches its own
+tokens (no search launch), and a step whose search has three programs (a count kernel, then the
+list).
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def test_step_bytes(route, case, launches):
     sw, meant = _case(case, seed=201)
     before = run_step(sw, route)
     judge(sw, sw.kv_cache, before, meant)
-    assert "_list_boundaries_kernel" in launches
+    # the search runs first: the list kernel, or (a small step that always splits) the piece gather's own
+    assert launches[0] in ("_list_boundaries_kernel", "_window_piece_kernel"), launches
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -73,6 +75,21 @@ def test_split_over_forty_vector_cores(route, launches, monkeypatch):
         before = run_step(sw, route)
         judge(sw, sw.kv_cache, before, REPLAY_MEANT[k])
     assert "_window_piece_kernel" in launches
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_decode_step_searched_inside_the_piece_gather(route, launches, monkeypatch):
+    """On 40 vector cores a decode step's piece gather finds its tokens itself (the in-register
+    prefix sum of ``boundaries.boundaries_in_registers``): no search kernel runs."""
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
+    step_module.clear_step_plans()
+    sw = _replay_workload(241)
+    g = torch.Generator().manual_seed(242)
+    for k in (0, 2, 3):
+        _set_step(sw, k, g)
+        before = run_step(sw, route)
+        judge(sw, sw.kv_cache, before, REPLAY_MEANT[k])
+    assert "_window_piece_kernel" in launches and not SEARCH_KERNELS & set(launches)
 
 
 @pytest.mark.parametrize("route", ROUTES)

@@ -50,6 +50,7 @@ def pointer_type(dtype) -> str:
 
 SPLIT_SUFFIX = "/split"
 STEP_SUFFIX = "/step"
+INLINE_SUFFIX = "/inline"  # ``<stage>/step/inline``: a small step's split path, searched inside the piece gather
 OVERLAP_PART = "overlap"  # a stage ``<rung>/overlap[/<format>][/step][/split]``: the overlapping compressor  # ``compress_step``: the boundary search, then the rung's kernels reading its count
 # The cache formats ``fused`` writes besides int8 (``kv_format``), each a stage ``fused/<format>`` and
 # ``fused/<format>/split``: the slots a page are a run-time argument, so no page width is audited apart.
@@ -69,17 +70,20 @@ def _format_stages() -> tuple[str, ...]:
 
 def _split_stages() -> tuple[str, ...]:
     """``<stage>/split``: the kernels a planned rung launches when it splits windows; then
-    ``<stage>/step`` and ``<stage>/step/split``: those of a step (``ascend_kvc.compress_step``)."""
+    ``<stage>/step``, ``<stage>/step/split`` and ``<stage>/step/inline``: those of a step
+    (``ascend_kvc.compress_step``), the last where the package searches small steps inside the
+    piece gather."""
     try:
         from ascend_kvc.routes import ASCEND_PLANNED_STAGES
     except ImportError:
         return ()
     split = tuple(s + SPLIT_SUFFIX for s in ASCEND_PLANNED_STAGES)
     try:
-        from ascend_kvc import boundaries  # noqa: F401  (a package with compress_step)
+        from ascend_kvc import boundaries  # a package with compress_step
     except ImportError:
         return split
-    return split + tuple(s + STEP_SUFFIX + tail for s in ASCEND_PLANNED_STAGES for tail in ("", SPLIT_SUFFIX))
+    tails = ("", SPLIT_SUFFIX) + ((INLINE_SUFFIX,) if hasattr(boundaries, "INLINE_SEARCH_TOKENS") else ())
+    return split + tuple(s + STEP_SUFFIX + tail for s in ASCEND_PLANNED_STAGES for tail in tails)
 
 
 def _overlap_stages(planned: tuple[str, ...]) -> tuple[str, ...]:
@@ -165,9 +169,14 @@ def kernel_specs(stage: str, block_size: int, ratio: int, state_dtype: torch.dty
     if OVERLAP_PART in stage.split("/"):
         parts = stage.split("/")
         fmt = next((f for f in FUSED_FORMATS if f in parts), "int8")
+        inline = INLINE_SUFFIX[1:] in parts
         return [to_spec(k) for k in kernel_specializations(
-            parts[0], block_size, ratio, state_dtype, split=SPLIT_SUFFIX[1:] in parts, step=STEP_SUFFIX[1:] in parts,
-            state_slots=True, kv_format=fmt, overlap=True)]
+            parts[0], block_size, ratio, state_dtype, split=SPLIT_SUFFIX[1:] in parts or inline,
+            step=STEP_SUFFIX[1:] in parts, state_slots=True, kv_format=fmt, overlap=True, inline_search=inline)]
+    if stage.endswith(STEP_SUFFIX + INLINE_SUFFIX):
+        return [to_spec(k) for k in kernel_specializations(stage.split("/", 1)[0], block_size, ratio, state_dtype,
+                                                           split=True, step=True, state_slots=True,
+                                                           inline_search=True)]
     split = stage.endswith(SPLIT_SUFFIX)
     stage = stage.removesuffix(SPLIT_SUFFIX)
     fmt = next((f for f in FUSED_FORMATS if stage.endswith("/" + f)), None)
