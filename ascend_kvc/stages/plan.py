@@ -36,8 +36,8 @@ import torch
 
 from ..device import ascend_programs, programs_own_cores, split_rule, vector_cores_override
 from ..launch import KernelLauncher, stream_scratch, stream_state
-from ..boundaries import (COUNT_SPLIT, COUNT_TOTAL, COUNT_UNSPLIT, INLINE_SEARCH_TOKENS, SPLIT_ROUNDS,
-                          every_count_splits)
+from .. import boundaries
+from ..boundaries import COUNT_SPLIT, COUNT_TOTAL, COUNT_UNSPLIT, SPLIT_ROUNDS, every_count_splits
 from ..layout import BF16_ROW, HEAD_DIM, NOPE_DIM, NOPE_GROUPS, window_rows
 from .fused import cache_row_stride
 from .split_window import STATE_FLOATS
@@ -155,7 +155,8 @@ class AscendPlan:
                                     unsplit_row_tile(bs) if wider_tiles_split else None)
         all_split = step and self.split.split and every_count_splits(n, self.split_max, cores, split_always)
         # a small step that always splits: the piece gather searches its tokens itself (no search launch)
-        self.inline_search = all_split and args.token_to_req.shape[0] <= INLINE_SEARCH_TOKENS
+        # (read from ``boundaries`` at plan time, where ``kernel_specializations`` reads the kernel's bound)
+        self.inline_search = all_split and args.token_to_req.shape[0] <= boundaries.INLINE_SEARCH_TOKENS
         specs = kernel_specializations(stage, bs, args.compress_ratio, args.state_cache.dtype, split=self.split.split,
                                        device_type=dev.type, step=step, state_slots=bool(step_state_slots),
                                        kv_format=args.kv_format, overlap=args.overlap,
