@@ -162,16 +162,24 @@ def _set_step(sw, k: int, g: torch.Generator):
     sw.base.state_cache.copy_(torch.randn(sw.base.state_cache.shape, generator=g).to(sw.base.state_cache.dtype))
 
 
+def replay_steps(route: str, seed: int, steps=None):
+    """The replay sequence on one workload: for each ``k`` of ``steps`` (default all of
+    ``REPLAY_MEANT``) set step ``k`` in place, run ``route`` and judge the bytes against the
+    oracle and the ``REPLAY_MEANT[k]`` outputs meant. Returns the workload."""
+    sw = _replay_workload(seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    for k in range(len(REPLAY_MEANT)) if steps is None else steps:
+        _set_step(sw, k, g)
+        before = run_step(sw, route)
+        judge(sw, sw.kv_cache, before, REPLAY_MEANT[k])
+    return sw
+
+
 @pytest.mark.parametrize("route", SYNC_FREE)
 def test_replay_sequence_without_capture(route):
     """What a replayed graph does, eagerly: one plan, the same tensors changed in place between calls."""
-    sw = _replay_workload(41)
-    g = torch.Generator().manual_seed(42)
     step_module.clear_step_plans()
-    for k, meant in enumerate(REPLAY_MEANT):
-        _set_step(sw, k, g)
-        before = run_step(sw, route)
-        judge(sw, sw.kv_cache, before, meant)
+    replay_steps(route, 41)
     assert len(step_module._STEP_PLANS) == 1, "the steps did not share one plan"
 
 
@@ -194,12 +202,7 @@ def test_split_on_more_cores_than_units(route, monkeypatch):
     programs planned for the token count; the piece gather and the merge use only 16 of them."""
     monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
     step_module.clear_step_plans()
-    sw = _replay_workload(131)
-    g = torch.Generator().manual_seed(132)
-    for k, meant in [(1, 1), (0, 0), (2, 3)]:
-        _set_step(sw, k, g)
-        before = run_step(sw, route)
-        judge(sw, sw.kv_cache, before, meant)
+    replay_steps(route, 131, (1, 0, 2))
     plan = next(iter(step_module._STEP_PLANS.values()))
     assert plan.split.split and plan.split.programs > 16
     step_module.clear_step_plans()
@@ -553,12 +556,7 @@ def test_decode_step_searches_inside_the_piece_gather(route, monkeypatch):
     for the kernels after the piece gather."""
     monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
     step_module.clear_step_plans()
-    sw = _replay_workload(171)
-    g = torch.Generator().manual_seed(172)
-    for k, meant in enumerate(REPLAY_MEANT):
-        _set_step(sw, k, g)
-        before = run_step(sw, route)
-        judge(sw, sw.kv_cache, before, meant)
+    replay_steps(route, 171)
     (plan,) = step_module._STEP_PLANS.values()
     assert plan.inline_search and plan.kernels == _DECODE_KERNELS[route]
     step_module.clear_step_plans()
@@ -569,8 +567,7 @@ def test_inline_search_up_to_its_token_bound(extra, inline, monkeypatch):
     """Up to ``INLINE_SEARCH_TOKENS`` tokens the piece gather searches (its last token a boundary
     token, found); one token more and the list kernel does."""
     monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
-    monkeypatch.setattr(boundaries, "INLINE_SEARCH_TOKENS", 64)
-    monkeypatch.setattr(plan_module, "INLINE_SEARCH_TOKENS", 64)
+    monkeypatch.setattr(boundaries, "INLINE_SEARCH_TOKENS", 64)  # the plan's bound and the kernel's INLINE_T
     step_module.clear_step_plans()
     tokens = 64 + extra
     sw = make_step_workload([(100, tokens - 2), (126, 2)], 128, block_size=8, seed=181, device=DEVICE)

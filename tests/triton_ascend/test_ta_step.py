@@ -6,9 +6,8 @@ are new Triton code for an NPU; here they run with the Triton an NPU host compil
 from tests/test_step.py and are judged the same way, by the oracle on boundary tokens derived
 token by token in Python: an empty step, many boundary tokens (with skipped kv and state slots),
 C = 256 at block size 3, a replay sequence of 0, 1, 3, 5 and 0 boundary tokens on the same
-tensors, a step split over 40 vector cores, a decode step whose piece gather searches its own
-tokens (no search launch), and a step whose search has three programs (a count kernel, then the
-list).
+tensors, a step split over 40 vector cores whose piece gather searches its own tokens (no search
+launch), and a step whose search has three programs (a count kernel, then the list).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import torch
 
 from ascend_kvc import boundaries, step as step_module
 
-from test_step import REPLAY_MEANT, _case, _replay_workload, _set_step, expected_boundaries, judge, run_step
+from test_step import _case, expected_boundaries, judge, replay_steps, run_step
 
 ROUTES = ["ascend", "ascend:fused"]
 SEARCH_KERNELS = {"_count_boundaries_kernel", "_list_boundaries_kernel"}
@@ -55,40 +54,17 @@ def test_step_bytes(route, case, launches):
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_replay_sequence(route, launches):
-    sw = _replay_workload(211)
-    g = torch.Generator().manual_seed(212)
-    for k, meant in enumerate(REPLAY_MEANT):
-        _set_step(sw, k, g)
-        before = run_step(sw, route)
-        judge(sw, sw.kv_cache, before, meant)
+    replay_steps(route, 211)
     assert len(step_module._STEP_PLANS) == 1
 
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_split_over_forty_vector_cores(route, launches, monkeypatch):
+    """On 40 vector cores a decode step splits, and its piece gather finds its tokens itself (the
+    in-register prefix sum of ``boundaries.boundaries_in_registers``): no search kernel runs."""
     monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
     step_module.clear_step_plans()
-    sw = _replay_workload(221)
-    g = torch.Generator().manual_seed(222)
-    for k in (1, 2):
-        _set_step(sw, k, g)
-        before = run_step(sw, route)
-        judge(sw, sw.kv_cache, before, REPLAY_MEANT[k])
-    assert "_window_piece_kernel" in launches
-
-
-@pytest.mark.parametrize("route", ROUTES)
-def test_decode_step_searched_inside_the_piece_gather(route, launches, monkeypatch):
-    """On 40 vector cores a decode step's piece gather finds its tokens itself (the in-register
-    prefix sum of ``boundaries.boundaries_in_registers``): no search kernel runs."""
-    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
-    step_module.clear_step_plans()
-    sw = _replay_workload(241)
-    g = torch.Generator().manual_seed(242)
-    for k in (0, 2, 3):
-        _set_step(sw, k, g)
-        before = run_step(sw, route)
-        judge(sw, sw.kv_cache, before, REPLAY_MEANT[k])
+    replay_steps(route, 221, (0, 1, 2, 3))
     assert "_window_piece_kernel" in launches and not SEARCH_KERNELS & set(launches)
 
 
