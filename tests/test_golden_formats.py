@@ -52,7 +52,7 @@ from ascend_kvc import RouteUnavailableError, c128_256_512_compress
 from ascend_kvc.oracle import compute_truth
 from ascend_kvc.validation import check_metadata
 
-from test_golden import FILL, GOLDEN_SLOT, GOLDEN_SLOT_BYTES, golden_inputs
+from test_golden import DEVICE, FILL, GOLDEN_SLOT, GOLDEN_SLOT_BYTES, golden_inputs
 
 FP8_NOPE_WEIGHTS = {
     0: [1.75, 1.0625, 1.1875, 0.3], 1: [1.75, 2.0**-19, 3 * 2.0**-17, 5 * 2.0**-18],
@@ -188,7 +188,8 @@ def test_reference_bf16_golden_row(block_size, p, four_d):
 @pytest.mark.parametrize("block_size", [4, 3])
 def test_overlap_golden_bytes(block_size, slots_per_page, route):
     kw = overlap_inputs(block_size, slots_per_page)
-    got = c128_256_512_compress(**kw, out=kw["kv_cache"].clone(), route=route, overlap=True)
+    on_device = {name: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for name, v in kw.items()}
+    got = c128_256_512_compress(**on_device, out=on_device["kv_cache"].clone(), route=route, overlap=True).cpu()
     want = expected_pages(kw["kv_cache"], GOLDEN_SLOT_BYTES)
     assert torch.equal(got, want), _first_difference(got, want)
     truth = compute_truth(check_metadata(**kw, out=None, overlap=True))
