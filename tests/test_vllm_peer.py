@@ -322,6 +322,8 @@ def test_peer_inputs_match_vllms_signature():
 
 
 @needs_peer
+@pytest.mark.skipif(torch.cuda.is_available(), reason="bounds the CPU interpreter's casts; on a GPU "
+                    "test_vllm_kernel_on_a_gpu_writes_the_contracts_bytes compares the compiled kernel")
 def test_vllm_kernel_runs_at_tiny_size_and_writes_only_the_slots(tmp_path):
     """Under the interpreter vLLM's casts truncate: its bytes are near ours, not equal. Near means
     every output's slot written (not the bytes around it), NOPE signs equal and values within
@@ -407,3 +409,18 @@ def test_gpu_timers_time_a_call():
     eager = vp.event_us(lambda: x.add_(1), reps=5, warmup=1)
     graph = vp.graph_us(lambda: x.add_(1), reps=5, warmup=1, flush=False)
     assert 0 < eager < 1e5 and 0 < graph < 1e5
+
+
+@needs_peer
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: compiled, vLLM's casts round "
+                    "to nearest even; the interpreter's truncate (the test above bounds those)")
+def test_vllm_kernel_on_a_gpu_writes_the_contracts_bytes(tmp_path):
+    """Compiled on a GPU, vLLM's kernel writes, on every small case, the contract's bytes in every
+    slot whose truth is unambiguous, and no byte outside the slots; ours pass the oracle."""
+    out = tmp_path / "o.json"
+    vp.main([str(PEER), "--small", "--device", "cuda", "--no-time", "--cases", "C128,C4,decode", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["case"] for r in rows} == {label for label, _ in vp.build_cases(["C128", "C4", "decode"], True, "cpu")}
+    for r in rows:
+        b = r["bytes"]
+        assert b["slots"] > 0 and b["real"] == 0 and b["peer_outside_changed"] == 0 and b["ours_ok"], (r["case"], b)
