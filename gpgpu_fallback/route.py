@@ -38,6 +38,10 @@ from .tuning import tiles_for, window_columns, window_splits, window_steps
 STEP_INLINE_TOKENS = 1024
 # A step's grid: at most this many programs per compute unit loop over the counted work items.
 STEP_PROGRAMS_PER_UNIT = 16
+# The same for a step searched inside the kernel, where every program runs the search before it
+# knows whether it has work: fewer programs search less (an H100's 256-token decode step with 8
+# outputs: 18.7 us a replay at 4 per SM against 20.3 at 16; bench/RESULTS.md).
+STEP_INLINE_PROGRAMS_PER_UNIT = 4
 # A step's tiles and window pieces are tuned for the outputs a step of its token count typically
 # has (one per C tokens: a decode step a few, an official case exactly its own), not for its
 # token count; its piece states, one set per token (the outputs' bound), may take at most this
@@ -127,7 +131,8 @@ class CompressPlan:
                           HAS_STATE_SLOTS=bool(step_state_slots), SLOTS_PER_PAGE=args.slots_per_page,
                           KV_FORMAT=KV_FORMAT_CODES[args.kv_format], OVERLAP=args.overlap, **FORMAT_SLOT_CONSTEXPRS)
         items = n * splits * (HEAD_DIM // tiles.block_d)
-        grid = (min(items, STEP_PROGRAMS_PER_UNIT * units) if self.step else items,)
+        per_unit = STEP_INLINE_PROGRAMS_PER_UNIT if inline_t else STEP_PROGRAMS_PER_UNIT
+        grid = (min(items, per_unit * units) if self.step else items,)
         self.launcher = KernelLauncher(_window_compress_kernel, grid, constexprs,
                                        dict(num_warps=tiles.warps, num_stages=tiles.stages))
 

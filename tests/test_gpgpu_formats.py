@@ -39,6 +39,22 @@ def test_ratio_4_at_every_block_size(block_size, overlap):
     assert report.num_outputs_written >= 4
 
 
+@pytest.mark.parametrize("overlap", [False, True], ids=["plain", "overlap"])
+@pytest.mark.parametrize("block_size", [3, 8, 64])
+def test_sm90_ratio_4_tiles_on_any_device(block_size, overlap, monkeypatch):
+    """The H100/H200 table's ratio-4 tiles (one program a whole head, 8-row steps), wherever the
+    suite runs: the CPU interpreter computes them as the GPU does."""
+    used = []
+    monkeypatch.setattr(gpgpu_route, "device_kind", lambda dev: "cuda:sm90")
+    monkeypatch.setattr(gpgpu_route, "tiles_for", lambda *a: used.append(tuning.tiles_for(*a)) or used[-1])
+    clear_launch_plans()
+    w = general_case(4, block_size, seed=40 + block_size, num_reqs=2, outputs_per_req=3, device=DEVICE,
+                     overlap=overlap)
+    run_and_check(w, "gpgpu")
+    assert used and all(t is tuning.TILES_BY_RATIO[("cuda:sm90", 4)] for t in used) and used[0].block_d == 512
+    clear_launch_plans()
+
+
 # (kv_format, slots a page, C, overlap, block_size): every format with several page widths, at
 # ratio 128 and 4, plain and overlapping, block sizes that split a window anywhere.
 CALLS = [

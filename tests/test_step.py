@@ -213,6 +213,7 @@ def test_gpgpu_step_grid_smaller_than_the_work(monkeypatch):
     from gpgpu_fallback import route as gpgpu_route
 
     monkeypatch.setattr(gpgpu_route, "STEP_PROGRAMS_PER_UNIT", 1)
+    monkeypatch.setattr(gpgpu_route, "STEP_INLINE_PROGRAMS_PER_UNIT", 1)  # 920 tokens: searched in the kernel
     monkeypatch.setattr(gpgpu_route, "compute_units", lambda *a: 3)  # an H200's 132 would outnumber the work
     step_module.clear_step_plans()
     sw = make_step_workload([(0, 520), (0, 400)], 128, block_size=8, seed=141, device=DEVICE)
