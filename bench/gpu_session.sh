@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Everything a GPU machine checks and measures, from a source tree (no install):
-#   bench/gpu_session.sh OUTDIR [tests] [memcheck] [bench]      (default: all three)
+#   bench/gpu_session.sh OUTDIR [tests] [memcheck] [bench] [steps] [vllm]
+#                                            (default: tests memcheck bench)
 # tests:    the whole test suite compiled on the GPU (packaging and audit tests need a package
 #           index and triton-ascend, so they are left to the CPU run);
 # memcheck: tools/memcheck.py (every route, every kind of bad index, validate=False) under
 #           compute-sanitizer --tool memcheck, the small configuration;
-# bench:    python -m bench over the official cases, both layouts, into OUTDIR/report.
+# bench:    python -m bench over the official cases, both layouts, into OUTDIR/report;
+# steps:    python -m bench.steps (engine-shaped steps against the indexed call);
+# vllm:     python -m bench.vllm_peer, vLLM's compressor beside gpgpu and fused (its file kept
+#           under .peers/vllm/, bench/peers.md).
 # ASCEND_KVC_COMMIT names the commit where the tree travels without .git.
 set -uo pipefail
 out=${1:?usage: bench/gpu_session.sh OUTDIR [tests] [memcheck] [bench]}
@@ -27,6 +31,11 @@ for part in ${@:-tests memcheck bench}; do
     bench)
       python3 -m bench --no-progress --kernels per-ratio --report "$out/report" \
         2>&1 | tee "$out/bench.log" | tail -60 || status=1 ;;
+    steps)
+      python3 -m bench.steps --json "$out/steps.json" 2>&1 | tee "$out/steps.log" | tail -40 || status=1 ;;
+    vllm)
+      python3 -m bench.vllm_peer .peers/vllm/fused_compress_quant_cache.py --routes auto,ascend:fused \
+        --json "$out/vllm_peer.json" 2>&1 | tee "$out/vllm_peer.log" | tail -40 || status=1 ;;
     *) echo "unknown part: $part" >&2; exit 2 ;;
   esac
 done
