@@ -12,7 +12,7 @@
 #           under .peers/vllm/, bench/peers.md).
 # ASCEND_KVC_COMMIT names the commit where the tree travels without .git.
 set -uo pipefail
-out=${1:?usage: bench/gpu_session.sh OUTDIR [tests] [memcheck] [bench]}
+out=${1:?usage: bench/gpu_session.sh OUTDIR [tests] [memcheck] [bench] [steps] [vllm]}
 shift
 mkdir -p "$out"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
