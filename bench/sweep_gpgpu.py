@@ -1,7 +1,8 @@
 """Tile sweep for the gpgpu route on the current CUDA GPU: python -m bench.sweep_gpgpu.
 
-For each official case (shuffled block table, in place) it checks every tile set against the
-oracle, then times it as a CUDA-graph replay (the GPU time, without host overhead) and eagerly
+For each official case (shuffled block table, in place), or the cases named (C4: the
+overlapping ratio-4 prefill chunk, as python -m bench runs it), it checks every tile set against
+the oracle, then times it as a CUDA-graph replay (the GPU time, without host overhead) and eagerly
 (do_bench medians, L2 flushed between calls), next to the floor (bytes that must move over the
 measured read bandwidth). It ends with the tile sets ranked by their worst graph/floor ratio, per
 compress ratio and overall. Results feed gpgpu_fallback/tuning.py by hand.
@@ -18,6 +19,7 @@ import triton.testing
 from ascend_kvc import c128_256_512_compress
 from ascend_kvc.api import clear_launch_plans
 from ascend_kvc.device import device_kind
+from ascend_kvc.layout import OVERLAP_RATIO
 from ascend_kvc.oracle import check_cache, compute_truth
 from ascend_kvc.workloads import OFFICIAL_CASES, make_workload
 from bench.machine import machine_info, machine_line, measure_bandwidth
@@ -41,16 +43,25 @@ def graph_ms(call) -> float:
 TILE_FORM = "D,ROWS,WARPS,STAGES[,PPU[,MAX_SPLITS[,EVICT_FIRST]]]"
 
 
+def sweep_workload(case: tuple[int, int, int], device):
+    """The case as swept: shuffled blocks, a non-zero cache; ratio 4 is the overlapping
+    compressor, as ``python -m bench`` runs it."""
+    return make_workload(*case, shuffle=True, nonzero_cache=True, seed=1, device=device,
+                         overlap=case[2] == OVERLAP_RATIO)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from bench.cli import HelpFormatter
 
     p = argparse.ArgumentParser(prog="python -m bench.sweep_gpgpu", description=__doc__.strip(),
                                 formatter_class=HelpFormatter,
                                 epilog="examples:\n  python -m bench.sweep_gpgpu --big --json sweep.json\n"
-                                       "  python -m bench.sweep_gpgpu --cases 8,131072,512 --tiles 512,16,4,3 512,32,8,2,8,16,1\n")
+                                       "  python -m bench.sweep_gpgpu --cases 8,131072,512 --tiles 512,16,4,3 512,32,8,2,8,16,1\n"
+                                       "  python -m bench.sweep_gpgpu --cases C4 --tiles 512,8,4,2 256,16,2,2\n")
     p.add_argument("--json", metavar="PATH", help="also write the machine facts and every result here")
     p.add_argument("--big", action="store_true", help="only the 131072-token cases")
-    p.add_argument("--cases", nargs="+", metavar="R,T,C", help="these cases instead of the official ones")
+    p.add_argument("--cases", nargs="+", metavar="R,T,C",
+                   help="these cases instead of the official ones (also 'C4': ratio 4 with overlap)")
     p.add_argument("--tiles", nargs="+", metavar=TILE_FORM,
                    help="tile sets (block_d, rows per step, warps, stages, programs per SM, most window pieces, "
                         "1 for evict_first state loads); default: the table's")
@@ -89,14 +100,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.big:
         cases = [c for c in cases if c[1] == 131072]
     for case in cases:
-        w = make_workload(*case, shuffle=True, nonzero_cache=True, seed=1, device="cuda")
+        w = sweep_workload(case, "cuda")
         checked = w.checked_args()
         truth = compute_truth(checked)
         floor_ms = w.bytes_to_move() / info["read_gbs"] / 1e6
         out = w.kv_cache.clone()
 
         def call():
-            c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False)
+            c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False, **w.format_kwargs())
 
         for ts in sets:
             if ts is not None:
