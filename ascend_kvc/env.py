@@ -257,7 +257,8 @@ def format_report(info: dict) -> str:
                        f"at {triton.get('path')}")
     lines = [
         ("ascend_kvc", _fmt(pkg) if "error" in pkg else
-         f"{pkg.get('version')}" + (f" (commit {pkg['commit']})" if pkg.get("commit") else "") + f" at {pkg.get('path')}"),
+         f"{pkg.get('version')}" + (f" (commit {pkg['commit']})" if pkg.get("commit") else "")
+         + f" at {pkg.get('path')}"),
         ("python", info.get("python")),
         ("platform", info.get("platform")),
         ("torch", _fmt(info.get("torch"))),

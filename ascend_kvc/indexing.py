@@ -61,7 +61,8 @@ def plan_outputs(
     b = b.clamp(0, max(num_tokens - 1, 0))
     if num_tokens == 0:  # nothing can be read; every output is bad_token
         zeros = torch.zeros_like(b)
-        return OutputPlan(b, zeros, zeros + C - 1, zeros - 1, zeros, [("boundary_token_indices", "outside [0, num_tokens)", bad_token)])
+        return OutputPlan(b, zeros, zeros + C - 1, zeros - 1, zeros,
+                          [("boundary_token_indices", "outside [0, num_tokens)", bad_token)])
 
     slot = kv_slot_mapping[b].long()
     active = (slot >= 0) & ~bad_token

@@ -14,7 +14,8 @@ else::
 ``out`` is the paged KV cache (``[num_pages, P * 584]`` uint8, or the ``bf16`` format's bfloat16
 rows), written in place: the op is the function's serving form, ``c128_256_512_compress(...,
 kv_cache=out, out=out, route=route, validate=validate, kv_format=kv_format, overlap=overlap)``.
-``kv_format`` and ``overlap`` have defaults, so a caller of the earlier schema keeps working. For the official "new zeroed cache" form, pass a zeroed tensor as ``out``.
+``kv_format`` and ``overlap`` have defaults, so a caller of the earlier schema keeps working.
+For the official "new zeroed cache" form, pass a zeroed tensor as ``out``.
 
 Registration happens when this module is imported, which ``import ascend_kvc`` does: defining a
 schema and four kernels in the dispatcher is a few hundred microseconds of pure bookkeeping. It

@@ -348,7 +348,8 @@ def compute_truth(args) -> Truth:
 
 # --- judging a written cache -----------------------------------------------------------------------
 
-def slot_columns(slots: torch.Tensor, slots_per_page: int = 64, kv_format: str = "int8") -> tuple[torch.Tensor, torch.Tensor]:
+def slot_columns(slots: torch.Tensor, slots_per_page: int = 64,
+                 kv_format: str = "int8") -> tuple[torch.Tensor, torch.Tensor]:
     """``(row [M, 1], columns [M, W])`` of each slot in the cache's byte rows (``cache_bytes``): for
     the 584-byte formats the page and its payload bytes, then its scale bytes; for bf16 the slot's
     own row of 1024 bytes."""
@@ -357,7 +358,8 @@ def slot_columns(slots: torch.Tensor, slots_per_page: int = 64, kv_format: str =
     page = torch.div(slots, slots_per_page, rounding_mode="floor")
     o = slots - page * slots_per_page
     payload = (o * PAYLOAD_BYTES)[:, None] + torch.arange(PAYLOAD_BYTES, device=slots.device)
-    scales = (slots_per_page * PAYLOAD_BYTES + o * SCALE_BYTES)[:, None] + torch.arange(SCALE_BYTES, device=slots.device)
+    scales = ((slots_per_page * PAYLOAD_BYTES + o * SCALE_BYTES)[:, None]
+              + torch.arange(SCALE_BYTES, device=slots.device))
     return page[:, None], torch.cat([payload, scales], dim=1)
 
 

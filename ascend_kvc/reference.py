@@ -1,4 +1,5 @@
-"""Pure-PyTorch reference route: the official baseline's algorithm, step by step (docs/CONTRACT.md, "What one output is").
+"""Pure-PyTorch reference route: the official baseline's algorithm, step by step
+(docs/CONTRACT.md, "What one output is").
 
 It materialises the ``[N, C, 1024]`` window, takes the softmax over the window and reduces it,
 exactly as the competition's PyTorch baseline does; every speed-up in this project is measured

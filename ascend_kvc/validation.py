@@ -166,7 +166,8 @@ def _check_kv_cache(name: str, kv_cache, kv_format: str) -> None:
         if kv_cache.dim() not in (3, 4) or kv_cache.shape[-1] != BF16_ROW or (
                 kv_cache.dim() == 4 and kv_cache.shape[2] != 1):
             raise ValueError(f"{name} must be shaped [num_blocks, block_size, {BF16_ROW}] or "
-                             f"[num_blocks, block_size, 1, {BF16_ROW}] for kv_format='bf16', got {tuple(kv_cache.shape)}")
+                             f"[num_blocks, block_size, 1, {BF16_ROW}] for kv_format='bf16', "
+                             f"got {tuple(kv_cache.shape)}")
         return
     if kv_cache.dtype != torch.uint8:
         raise TypeError(f"{name} must have dtype uint8 for kv_format={kv_format!r}, got "
@@ -226,7 +227,8 @@ def check_metadata(
 
     if state_cache.shape[1] != block_size:
         raise ValueError(
-            f"state_cache must have block_size={block_size} rows per block in dim 1, got shape {tuple(state_cache.shape)}"
+            f"state_cache must have block_size={block_size} rows per block in dim 1, "
+            f"got shape {tuple(state_cache.shape)}"
         )
 
     num_tokens = token_to_req.shape[0]
@@ -248,7 +250,8 @@ def check_metadata(
         tensors["out"] = out
     for name, t in tensors.items():
         if t.device != device:
-            raise ValueError(f"{name} is on {t.device} but state_cache is on {device}; all tensors must share one device")
+            raise ValueError(f"{name} is on {t.device} but state_cache is on {device}; "
+                             "all tensors must share one device")
 
     # Kernels index the 1-D tensors with unit stride; a strided view is copied (a no-op otherwise).
     return CompressArgs(

@@ -6,8 +6,8 @@ byte budget (``stages.row_tile``), not from the block size, so a block of any si
 unified buffer. ``UNMASKED_MIDDLE`` loads the blocks strictly inside the window without masks;
 only the window's first and last blocks are masked. With ``BLOCK_D = 512`` one program owns the whole
 head and applies the RMSNorm itself (``FUSE_RMSNORM``) and, for ``byte-scatter``, the fp32 RoPE
-rotation (``FUSE_ROPE``), leaving bf16 rounding and quantisation to the framework. ``pool_window`` is the window loop, shared
-with the ``fused`` rung.
+rotation (``FUSE_ROPE``), leaving bf16 rounding and quantisation to the framework.
+``pool_window`` is the window loop, shared with the ``fused`` rung.
 
 Stages: ``block-gather`` (BLOCK_D 64, all masked), ``block-gather-nomask`` (64),
 ``block-d128``, ``block-d256``, ``block-d512``, ``byte-scatter`` (512 with ``FUSE_ROPE``), and
@@ -199,8 +199,8 @@ def pool_output(
     VOLATILE_ROWS: tl.constexpr, OVERLAP: tl.constexpr,
 ):
     """Output ``i`` resolved (``resolve_output``) and rows ``first..last`` of its window (``C``
-    rows, ``2C`` with ``OVERLAP``) pooled (``pool_resolved``): ``(ok, pos, slot, m, l, acc, n_bad)``. The window loop of the default's
-    gather and ``fused``."""
+    rows, ``2C`` with ``OVERLAP``) pooled (``pool_resolved``): ``(ok, pos, slot, m, l, acc,
+    n_bad)``. The window loop of the default's gather and ``fused``."""
     ok, req, pos, slot = resolve_output(
         i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
         num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)

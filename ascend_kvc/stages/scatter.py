@@ -1,4 +1,5 @@
-"""The scatter of the ``byte-scatter`` and ``triton-quant`` rungs: a Triton kernel that only copies uint8 bytes into the pages.
+"""The scatter of the ``byte-scatter`` and ``triton-quant`` rungs: a Triton kernel that only
+copies uint8 bytes into the pages.
 
 Keeping the byte path free of any arithmetic other than address math is what made it reliable
 on Ascend; it also replaces the host sync an index_put of the valid outputs needs. Its sources

@@ -145,7 +145,8 @@ def occupancy(split: WorkSplit) -> Occupancy:
     total = sum(rows)
     busiest = max(rows)
     mean = total / split.programs
-    return Occupancy(busy=total / (split.cores * busiest) if busiest else 0.0, max_over_mean=busiest / mean if mean else 1.0,
+    return Occupancy(busy=total / (split.cores * busiest) if busiest else 0.0,
+                     max_over_mean=busiest / mean if mean else 1.0,
                      programs=split.programs, max_rows=busiest, mean_rows=mean, max_pieces=max(pieces))
 
 

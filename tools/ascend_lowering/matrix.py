@@ -49,9 +49,12 @@ def pointer_type(dtype) -> str:
 
 
 SPLIT_SUFFIX = "/split"
+# ``<stage>/step``: ``compress_step``, the boundary search, then the rung's kernels reading its count
 STEP_SUFFIX = "/step"
-INLINE_SUFFIX = "/inline"  # ``<stage>/step/inline``: a small step's split path, searched inside the piece gather
-OVERLAP_PART = "overlap"  # a stage ``<rung>/overlap[/<format>][/step][/split]``: the overlapping compressor  # ``compress_step``: the boundary search, then the rung's kernels reading its count
+# ``<stage>/step/inline``: a small step's split path, searched inside the piece gather
+INLINE_SUFFIX = "/inline"
+# a stage ``<rung>/overlap[/<format>][/step][/split]``: the overlapping compressor
+OVERLAP_PART = "overlap"
 # The cache formats ``fused`` writes besides int8 (``kv_format``), each a stage ``fused/<format>`` and
 # ``fused/<format>/split``: the slots a page are a run-time argument, so no page width is audited apart.
 FUSED_FORMATS = ("fp8_e4m3", "bf16")
