@@ -114,6 +114,11 @@ def overlap_inputs(block_size: int, slots_per_page: int = 64) -> dict:
     return kw
 
 
+def _on_device(kw: dict, device=DEVICE) -> dict:
+    """``kw`` with its tensors on ``device`` (the golden inputs are built on the CPU)."""
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+
+
 def expected_pages(kv_cache: torch.Tensor, slot_bytes: bytes) -> torch.Tensor:
     """``kv_cache`` with ``slot_bytes`` placed into slot ``GOLDEN_SLOT`` by hand (P = page width / 584)."""
     P = kv_cache.shape[1] // 584
@@ -188,7 +193,7 @@ def test_reference_bf16_golden_row(block_size, p, four_d):
 @pytest.mark.parametrize("block_size", [4, 3])
 def test_overlap_golden_bytes(block_size, slots_per_page, route):
     kw = overlap_inputs(block_size, slots_per_page)
-    on_device = {name: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for name, v in kw.items()}
+    on_device = _on_device(kw)
     got = c128_256_512_compress(**on_device, out=on_device["kv_cache"].clone(), route=route, overlap=True).cpu()
     want = expected_pages(kw["kv_cache"], GOLDEN_SLOT_BYTES)
     assert torch.equal(got, want), _first_difference(got, want)

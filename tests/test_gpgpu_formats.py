@@ -18,14 +18,10 @@ from gpgpu_fallback import tuning
 from cases import check_slot_past_the_cache_is_skipped, general_case, run_and_check
 from launches import record_triton_launches
 from test_golden import FILL, GOLDEN_SLOT, GOLDEN_SLOT_BYTES, golden_inputs
-from test_golden_formats import (BF16_GOLDEN_ROW_BYTES, FP8_GOLDEN_SLOT_BYTES, _first_difference, bf16_inputs,
-                                 expected_pages, fp8_inputs, overlap_inputs)
+from test_golden_formats import (BF16_GOLDEN_ROW_BYTES, FP8_GOLDEN_SLOT_BYTES, _first_difference, _on_device,
+                                 bf16_inputs, expected_pages, fp8_inputs, overlap_inputs)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _on_device(kw: dict) -> dict:
-    return {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
 
 
 @pytest.mark.parametrize("overlap", [False, True], ids=["plain", "overlap"])
@@ -128,7 +124,7 @@ def test_step_and_new_cache_match_the_truth(kv_format, slots_per_page, C, overla
 @pytest.mark.parametrize("slots_per_page", [1, 2, 128])
 def test_fp8_golden_bytes(slots_per_page):
     kw = fp8_inputs(3, 255, slots_per_page)
-    got = c128_256_512_compress(**_on_device(kw), out=kw["kv_cache"].to(DEVICE), route="gpgpu",
+    got = c128_256_512_compress(**_on_device(kw, DEVICE), out=kw["kv_cache"].to(DEVICE), route="gpgpu",
                                 kv_format="fp8_e4m3").cpu()
     want = expected_pages(kw["kv_cache"], FP8_GOLDEN_SLOT_BYTES)
     assert torch.equal(got, want), f"P={slots_per_page}: {_first_difference(got, want)}"
@@ -137,7 +133,7 @@ def test_fp8_golden_bytes(slots_per_page):
 def test_int8_golden_bytes_in_one_slot_pages():
     kw = golden_inputs(4, 255)
     kw["kv_cache"] = torch.full((GOLDEN_SLOT + 2, 584), FILL, dtype=torch.uint8)
-    got = c128_256_512_compress(**_on_device(kw), out=kw["kv_cache"].to(DEVICE), route="gpgpu").cpu()
+    got = c128_256_512_compress(**_on_device(kw, DEVICE), out=kw["kv_cache"].to(DEVICE), route="gpgpu").cpu()
     want = expected_pages(kw["kv_cache"], GOLDEN_SLOT_BYTES)
     assert torch.equal(got, want), _first_difference(got, want)
 
@@ -146,7 +142,7 @@ def test_int8_golden_bytes_in_one_slot_pages():
 def test_bf16_golden_row(four_d):
     kw = bf16_inputs(4, 255, four_d)
     before = kw["kv_cache"].clone()
-    got = c128_256_512_compress(**_on_device(kw), out=before.to(DEVICE), route="gpgpu", kv_format="bf16").cpu()
+    got = c128_256_512_compress(**_on_device(kw, DEVICE), out=before.to(DEVICE), route="gpgpu", kv_format="bf16").cpu()
     rows, want = got.view(-1, 512), before.view(-1, 512).clone()
     want[GOLDEN_SLOT] = torch.tensor(list(BF16_GOLDEN_ROW_BYTES), dtype=torch.uint8).view(torch.bfloat16)
     assert torch.equal(rows.view(torch.int16), want.view(torch.int16)), \
@@ -158,7 +154,7 @@ def test_overlap_golden_bytes(block_size, slots_per_page):
     """kv_a/score_a of the older 4 rows, kv_b/score_b of the newer 4: the int8 golden slot; pooling
     only the newer rows flips every sign, swapping the halves reads the 1000s."""
     kw = overlap_inputs(block_size, slots_per_page)
-    got = c128_256_512_compress(**_on_device(kw), out=kw["kv_cache"].to(DEVICE), route="gpgpu", overlap=True).cpu()
+    got = c128_256_512_compress(**_on_device(kw, DEVICE), out=kw["kv_cache"].to(DEVICE), route="gpgpu", overlap=True).cpu()
     want = expected_pages(kw["kv_cache"], GOLDEN_SLOT_BYTES)
     assert torch.equal(got, want), _first_difference(got, want)
 
