@@ -105,7 +105,17 @@ def boundaries_in_registers(positions_ptr, kv_slot_ptr, state_slot_ptr, num_toke
     """A small step's search kept in the program (``num_tokens <= INLINE_T``): ``(offs, flag,
     rank, count)``, the ``[INLINE_T]`` token indices, their flags and inclusive prefix sums, and
     the count. ``nth_boundary`` reads an output's token from them, with no list in memory."""
-    offs = tl.arange(0, INLINE_T)
+    return boundaries_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, 0, num_tokens, INLINE_T, C,
+                              HAS_STATE_SLOTS)
+
+
+@triton.jit
+def boundaries_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num_tokens, TILE: tl.constexpr,
+                       C: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr):
+    """``boundaries_in_registers`` for the ``TILE`` tokens from token ``first`` on (those below
+    ``num_tokens``): a gather whose programs each own a tile of a step's tokens finds its own
+    outputs with no list in memory."""
+    offs = first + tl.arange(0, TILE)
     flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, num_tokens, C, HAS_STATE_SLOTS)
     rank = tl.cumsum(flag, axis=0)
     return offs, flag, rank, tl.sum(flag, axis=0)

@@ -36,6 +36,8 @@ examples:
       one case, two Ascend rungs, shuffled block tables only, the ladder figure
   python -m bench --cases C4 --routes reference,gpgpu,ascend,ascend:fused
       the overlapping ratio-4 prefill chunk (not an official case) on the routes that compute it
+  python -m bench --cases official C4 --shuffle --kv-format bf16 --routes gpgpu,ascend,ascend:fused
+      every case writing vLLM-Ascend's bf16 rows instead of the challenge's int8 slots
   make bench BENCH_ARGS="--cases small --routes reference,gpgpu --no-progress"
       the Makefile's target, flags passed through
 """
@@ -159,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--inplace", action="store_true",
                    help="write in place into a non-zero cache for every layout (shuffled always does)")
     p.add_argument("--block-size", type=int, default=8, help="state rows per block (>= 1)")
+    p.add_argument("--kv-format", choices=["int8", "fp8_e4m3", "bf16"], default="int8",
+                   help="the cache every case writes: the challenge's int8 slots, vLLM's fp8_e4m3 slots or "
+                        "vLLM-Ascend's bf16 rows of 512 (routes that do not write it are left out)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random workloads")
     report = p.add_mutually_exclusive_group()
     report.add_argument("--report", nargs="?", const=AUTO_REPORT, metavar="DIR",
@@ -360,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     time_fn = make_timer(device)
     info.update(measure_bandwidth(device, time_fn))
     print(machine_line(info))
+    if args.kv_format != "int8":
+        print(f"cache format: {args.kv_format} (every case)")
     print(f"measured read bandwidth {info['read_gbs']:.1f} GB/s ({info['bandwidth_how']}), "
           f"copy {info['copy_gbs']:.1f} GB/s (read + written)")
     if "note" in info:
@@ -375,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         for layout in ["shuffled"] if overlap else layouts:
             w = make_workload(r, t, c, block_size=args.block_size, shuffle=layout == "shuffled",
                               nonzero_cache=layout == "shuffled" or args.inplace, seed=args.seed, device=device,
-                              overlap=overlap)
+                              overlap=overlap, kv_format=args.kv_format)
             profile_kernels = kernels_every or (c, layout) not in profiled
             profiled.add((c, layout))
             rows += measure_case(w, layout, _routes_for(w, routes), device, info, time_fn, args, progress,
@@ -435,7 +442,7 @@ def measure_case(w, layout: str, routes: list[str], device: str, info: dict, tim
     rows = []
     for route in routes:
         row = {"case": w.name, "layout": layout, "route": route, "num_outputs": w.num_outputs,
-               "bytes": w.bytes_to_move()}
+               "kv_format": w.kv_format, "bytes": w.bytes_to_move()}
         row["floor_ms"] = row["bytes"] / info["read_gbs"] / 1e6
         out = w.kv_cache.clone() if inplace else None
         try:  # the truth too: a failure to build it marks these rows, never the whole run

@@ -8,6 +8,10 @@ counter to zero for the next launch, merges the ``SPLITS x 512 / BLOCK_D`` state
 584 bytes (or, with ``KV_FORMAT`` bf16, the row of 512 bf16 values). One launch, no host sync, no
 allocation that depends on values. With ``OVERLAP`` a window is the ``2C`` rows up to the boundary
 (``split_gather.gather_piece``), its first column the one of ``max(p - 2C + 1, 0)``.
+
+Where one program owns a whole output (one piece, ``BLOCK_D`` 512: the ratio-4 tiles), it stores
+the slot from its registers (``stages.fused.store_output``, as the ``fused`` rung does): no state
+in scratch, no atomic, no read-back.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ascend_kvc.boundaries import counted_outputs, search_in_program
-from ascend_kvc.triton_helpers import resolve_output
+from ascend_kvc.boundaries import boundaries_in_tile, counted_outputs, nth_boundary, search_in_program
+from ascend_kvc.stages.fused import store_output
+from ascend_kvc.triton_helpers import resolve_output, resolve_token
 
 from .finalize import merge_and_store
 from .split_gather import gather_piece
@@ -41,31 +46,49 @@ def _window_compress_kernel(
     SPLITS: tl.constexpr, SPLITS_P2: tl.constexpr, EVICT: tl.constexpr,
     NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr,
     SLOTS_PER_PAGE: tl.constexpr, KV_FORMAT: tl.constexpr, OVERLAP: tl.constexpr, COUNTED: tl.constexpr,
-    INLINE_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr,
+    INLINE_T: tl.constexpr, TOKEN_TILE: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr,
 ):
     """One work item ``(output, window piece, head-dim tile)`` a program; with ``COUNTED`` (a step,
     whose output count is on the device) a grid-stride loop over the ``count * SPLITS * D_TILES``
     items of the counted outputs, on a grid planned from the step's token count. The count and the
     list (``boundary_ptr``) come from the search kernels, or with ``INLINE_T`` (a step of at most
-    that many tokens) from each program's own search (``boundaries.search_in_program``)."""
+    that many tokens) from each program's own search (``boundaries.search_in_program``).
+
+    With ``TOKEN_TILE`` (a step of few requests) the grid is ``(tile of TOKEN_TILE tokens, window
+    piece, head-dim tile)`` instead: each program finds its tile's boundary tokens in registers
+    and does their work items one after another, an output's scratch indexed by its token."""
     D_TILES: tl.constexpr = 512 // BLOCK_D
     pid = tl.program_id(0)
     if COUNTED:
-        if INLINE_T > 0:
-            n = search_in_program(positions_ptr, slot_mapping_ptr, state_slot_ptr, boundary_ptr, num_tokens, pid,
-                                  SPLITS * D_TILES, C, INLINE_T, HAS_STATE_SLOTS)
-            n = tl.minimum(n, num_outputs)
+        if TOKEN_TILE > 0:
+            tile, sub = pid // (SPLITS * D_TILES), pid % (SPLITS * D_TILES)
+            offs, flag, rank, count = boundaries_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr,
+                                                         tile * TOKEN_TILE, num_tokens, TOKEN_TILE, C, HAS_STATE_SLOTS)
+            for k in range(count):
+                token = nth_boundary(offs, flag, rank, k)
+                _compress_work_item(
+                    token * (SPLITS * D_TILES) + sub, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr,
+                    slot_mapping_ptr, block_table_ptr, weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
+                    num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+                    cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
+                    C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
+                    NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP, True)
         else:
-            n = counted_outputs(count_ptr, num_outputs, True)
-        items = n * (SPLITS * D_TILES)
-        for work in range(pid, items, tl.num_programs(0)):
-            _compress_work_item(
-                work, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
-                weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
-                num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
-                cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
-                C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
-                NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP)
+            if INLINE_T > 0:
+                n = search_in_program(positions_ptr, slot_mapping_ptr, state_slot_ptr, boundary_ptr, num_tokens, pid,
+                                      SPLITS * D_TILES, C, INLINE_T, HAS_STATE_SLOTS)
+                n = tl.minimum(n, num_outputs)
+            else:
+                n = counted_outputs(count_ptr, num_outputs, True)
+            items = n * (SPLITS * D_TILES)
+            for work in range(pid, items, tl.num_programs(0)):
+                _compress_work_item(
+                    work, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+                    weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
+                    num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+                    cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
+                    C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
+                    NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP, False)
     else:
         _compress_work_item(
             pid, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
@@ -73,7 +96,7 @@ def _window_compress_kernel(
             num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
             cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
             C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
-            NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP)
+            NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP, False)
 
 
 @triton.jit
@@ -85,19 +108,24 @@ def _compress_work_item(
     C: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, NB: tl.constexpr, CHUNKED: tl.constexpr,
     SPLITS: tl.constexpr, SPLITS_P2: tl.constexpr, EVICT: tl.constexpr,
     NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr,
-    SLOTS_PER_PAGE: tl.constexpr, KV_FORMAT: tl.constexpr, OVERLAP: tl.constexpr,
+    SLOTS_PER_PAGE: tl.constexpr, KV_FORMAT: tl.constexpr, OVERLAP: tl.constexpr, BY_TOKEN: tl.constexpr,
 ):
     """Work item ``work`` = ``(output, window piece, head-dim tile)``: gather the piece, leave its
-    state, count the arrival; the last of the output's items merges and stores the slot."""
+    state, count the arrival; the last of the output's items merges and stores the slot. With
+    ``BY_TOKEN`` the output is the boundary token itself (its index, not its place in a list)."""
     D_TILES: tl.constexpr = 512 // BLOCK_D
     d_tile = work % D_TILES
     piece = (work // D_TILES) % SPLITS
     i = work // (D_TILES * SPLITS)
     dims = d_tile * BLOCK_D + tl.arange(0, BLOCK_D)
 
-    ok, req, pos, slot = resolve_output(
-        i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-        num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+    if BY_TOKEN:
+        ok, req, pos, slot = resolve_token(i, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+                                           num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
+    else:
+        ok, req, pos, slot = resolve_output(
+            i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
     if OVERLAP:  # 2C rows, those at negative positions masked (not read)
         col_start = tl.maximum(pos - 2 * C + 1, 0) // block_size + piece * cols_per_split
     else:
@@ -108,19 +136,24 @@ def _compress_work_item(
         num_blocks, block_size, state_s0, state_s1, state_s2, bt_s1,
         C, BLOCK_D, ROWS, NB, CHUNKED, EVICT, OVERLAP)
 
-    base = tl.cast(i, tl.int64) * (3 * SPLITS * 512) + piece * 512 + dims
-    tl.store(part_ptr + base, m)
-    tl.store(part_ptr + base + SPLITS * 512, l)
-    tl.store(part_ptr + base + 2 * SPLITS * 512, acc)
-    bad_ptr = part_ptr + tl.cast(num_outputs, tl.int64) * (3 * SPLITS * 512) + tl.cast(i, tl.int64) * SPLITS
-    if d_tile == 0:
-        tl.store(bad_ptr + piece, n_bad.to(tl.float32))
-    tl.debug_barrier()  # every thread's stores come before the release below
-    arrived = tl.atomic_add(arrivals_ptr + i, 1, sem="acq_rel", scope="gpu")
-    if arrived == SPLITS * D_TILES - 1:
-        tl.store(arrivals_ptr + i, 0)  # every program of this output has counted: ready for the next launch
-        sp = tl.arange(0, SPLITS_P2)
-        bad = tl.sum(tl.load(bad_ptr + sp, mask=sp < SPLITS, other=0.0, cache_modifier=".cg"), axis=0)
-        if ok & (bad == 0):
-            merge_and_store(part_ptr, i, pos, slot, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, kv_s0,
-                            C, SPLITS, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT)
+    if SPLITS * D_TILES == 1:  # the program owns the whole output: no piece state to leave or merge
+        if ok & (n_bad == 0):
+            store_output(acc / l, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0,
+                         SLOTS_PER_PAGE, C, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT)
+    else:
+        base = tl.cast(i, tl.int64) * (3 * SPLITS * 512) + piece * 512 + dims
+        tl.store(part_ptr + base, m)
+        tl.store(part_ptr + base + SPLITS * 512, l)
+        tl.store(part_ptr + base + 2 * SPLITS * 512, acc)
+        bad_ptr = part_ptr + tl.cast(num_outputs, tl.int64) * (3 * SPLITS * 512) + tl.cast(i, tl.int64) * SPLITS
+        if d_tile == 0:
+            tl.store(bad_ptr + piece, n_bad.to(tl.float32))
+        tl.debug_barrier()  # every thread's stores come before the release below
+        arrived = tl.atomic_add(arrivals_ptr + i, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLITS * D_TILES - 1:
+            tl.store(arrivals_ptr + i, 0)  # every program of this output has counted: ready for the next launch
+            sp = tl.arange(0, SPLITS_P2)
+            bad = tl.sum(tl.load(bad_ptr + sp, mask=sp < SPLITS, other=0.0, cache_modifier=".cg"), axis=0)
+            if ok & (bad == 0):
+                merge_and_store(part_ptr, i, pos, slot, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr,
+                                kv_s0, C, SPLITS, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT)

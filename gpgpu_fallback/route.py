@@ -9,11 +9,20 @@ of 65535, and the plan switches only CUDA devices; the Ascend ladder is the NPU 
 window pieces, grid, scalar arguments, the compiled kernel); ``ascend_kvc.api`` caches plans so
 that a repeat call only reads the current stream, finds its scratch and launches.
 
-A step plan (``ascend_kvc.compress_step``, ``step_state_slots`` not ``None``) first runs the
-boundary search of ``ascend_kvc.boundaries`` into the same scratch, then the kernel in its counted
-form: a grid-stride loop over the work items of the outputs the search counted. Scratch is sized
-for the step's token count (the outputs' upper bound); tiles and window pieces are tuned for the
-outputs a step typically has (``_step_splits``).
+A step plan (``ascend_kvc.compress_step``, ``step_state_slots`` not ``None``) runs the kernel in
+its counted form, one of three ways, chosen from what the host knows without a sync:
+
+- a step of at most ``STEP_INLINE_TOKENS`` tokens (decode): every program searches the step's
+  tokens itself, then a grid-stride loop over the counted outputs' work items; one launch;
+- a larger step of at most ``STEP_TILE_MAX_REQUESTS`` requests (prefill chunks): one program per
+  C tokens and work item of an output; each finds its tile's boundary tokens in registers; one
+  launch, the grid of the call with the indices given where each request's tokens are whole windows;
+- any other step: the boundary search of ``ascend_kvc.boundaries`` into the same scratch (one or
+  two launches), then the grid-stride loop over the work items of the outputs it counted.
+
+Scratch is sized for the step's token count (the outputs' upper bound; with token tiles an
+output's scratch is its token's); tiles and window pieces are tuned for the outputs a step
+typically has (``_step_splits``).
 """
 
 from __future__ import annotations
@@ -36,6 +45,13 @@ from .tuning import tiles_for, window_columns, window_splits, window_steps
 # Steps of at most this many tokens (decode) are searched inside the kernel, by each program that
 # has work (``boundaries.search_in_program``): one launch a step, as with the indices given.
 STEP_INLINE_TOKENS = 1024
+# A larger step of at most this many requests (block-table rows: a prefill chunk or a few) runs
+# without a search launch: its grid is one program per C tokens (a window's worth) per work item of
+# an output, and each program finds its tile's boundary tokens itself (a tile of one request holds
+# at most one). With more requests the boundaries of a step may crowd into a few tiles (a
+# decode batch whose requests reach a window's end together), whose programs would do them one
+# after another, so those steps keep the search and its list, which the grid shares evenly.
+STEP_TILE_MAX_REQUESTS = 16
 # A step's grid: at most this many programs per compute unit loop over the counted work items.
 STEP_PROGRAMS_PER_UNIT = 16
 # The same for a step searched inside the kernel, where every program runs the search before it
@@ -96,6 +112,7 @@ class CompressPlan:
         self.step = step
         self.search_launchers: list[tuple[KernelLauncher, bool]] = []  # (launcher, is the list kernel)
         inline_t = 0  # a step small enough to be searched inside the kernel: its token tile
+        token_tile = 0  # a step of few requests: tokens a program owns (and searches) in the tiled grid
         if self.step:
             num_tokens = args.token_to_req.shape[0]
             search = plan_search(num_tokens, units)
@@ -109,6 +126,8 @@ class CompressPlan:
             self._multi_chunk = search.programs > 1
             if num_tokens <= STEP_INLINE_TOKENS:
                 inline_t = max(16, triton.next_power_of_2(num_tokens))
+            elif args.block_table.shape[0] <= STEP_TILE_MAX_REQUESTS:
+                token_tile = C
             else:
                 if self._multi_chunk:
                     self.search_launchers.append(
@@ -127,12 +146,15 @@ class CompressPlan:
         constexprs = dict(C=C, BLOCK_D=tiles.block_d, ROWS=steps.rows, NB=steps.blocks, CHUNKED=steps.chunked,
                           SPLITS=splits, SPLITS_P2=max(2, triton.next_power_of_2(splits)),
                           EVICT="evict_first" if tiles.evict_first else "", COUNTED=self.step,
-                          INLINE_T=inline_t,
+                          INLINE_T=inline_t, TOKEN_TILE=token_tile,
                           HAS_STATE_SLOTS=bool(step_state_slots), SLOTS_PER_PAGE=args.slots_per_page,
                           KV_FORMAT=KV_FORMAT_CODES[args.kv_format], OVERLAP=args.overlap, **FORMAT_SLOT_CONSTEXPRS)
         items = n * splits * (HEAD_DIM // tiles.block_d)
         per_unit = STEP_INLINE_PROGRAMS_PER_UNIT if inline_t else STEP_PROGRAMS_PER_UNIT
-        grid = (min(items, per_unit * units) if self.step else items,)
+        if token_tile:
+            grid = (triton.cdiv(n, token_tile) * splits * (HEAD_DIM // tiles.block_d),)
+        else:
+            grid = (min(items, per_unit * units) if self.step else items,)
         self.launcher = KernelLauncher(_window_compress_kernel, grid, constexprs,
                                        dict(num_warps=tiles.warps, num_stages=tiles.stages))
 

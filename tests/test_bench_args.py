@@ -190,3 +190,25 @@ def test_c4_case_runs_with_overlap_on_the_routes_that_compute_it(tmp_path, monke
     rows = list(csv.DictReader(open(tmp_path / "c4.csv")))
     assert [(r["case"], r["layout"], r["route"], r["check"], r["num_outputs"]) for r in rows] == [
         ("R1-T64-C4-overlap", "shuffled", route, "ok", "16") for route in ("reference", "ascend:fused")]
+
+
+@pytest.mark.parametrize("kv_format", ["fp8_e4m3", "bf16"])
+def test_kv_format_runs_every_case_in_that_format(kv_format, tmp_path, monkeypatch, capsys):
+    """``--kv-format``: each case writes that cache (judged by the oracle in that format), and a
+    route that does not write it (a study rung) is left out, said on stdout."""
+    import csv
+
+    from ascend_kvc import workloads
+
+    monkeypatch.setattr(workloads, "C4_CASE", (1, 64, 4))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    rc = cli.main(["--device", device, "--cases", "1,256,128", "C4", "--kv-format", kv_format, "--routes",
+                   "reference,ascend:byte-scatter,gpgpu", "--no-progress", "--csv", str(tmp_path / "f.csv"),
+                   "--host-calls", "1"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert f"cache format: {kv_format}" in out and "R1-T256-C128: not run on ascend:byte-scatter" in out
+    rows = list(csv.DictReader(open(tmp_path / "f.csv")))
+    assert [(r["case"], r["route"], r["check"], r["kv_format"]) for r in rows] == [
+        ("R1-T256-C128", "reference", "ok", kv_format), ("R1-T256-C128", "gpgpu", "ok", kv_format),
+        ("R1-T64-C4-overlap", "reference", "ok", kv_format), ("R1-T64-C4-overlap", "gpgpu", "ok", kv_format)]

@@ -35,14 +35,19 @@ def test_ratio_4_at_every_block_size(block_size, overlap):
     assert report.num_outputs_written >= 4
 
 
+@pytest.mark.parametrize("pieces", ["planned", "one"])
 @pytest.mark.parametrize("overlap", [False, True], ids=["plain", "overlap"])
 @pytest.mark.parametrize("block_size", [3, 8, 64])
-def test_sm90_ratio_4_tiles_on_any_device(block_size, overlap, monkeypatch):
+def test_sm90_ratio_4_tiles_on_any_device(block_size, overlap, pieces, monkeypatch):
     """The H100/H200 table's ratio-4 tiles (one program a whole head, 8-row steps), wherever the
-    suite runs: the CPU interpreter computes them as the GPU does."""
+    suite runs: the CPU interpreter computes them as the GPU does. With the window in ``one``
+    piece, as a prefill chunk's thousands of outputs plan it, each program stores its output from
+    its registers; with the pieces planned for these few outputs, the last one merges them."""
     used = []
     monkeypatch.setattr(gpgpu_route, "device_kind", lambda dev: "cuda:sm90")
     monkeypatch.setattr(gpgpu_route, "tiles_for", lambda *a: used.append(tuning.tiles_for(*a)) or used[-1])
+    if pieces == "one":
+        monkeypatch.setattr(gpgpu_route, "window_splits", lambda *a: 1)
     clear_launch_plans()
     w = general_case(4, block_size, seed=40 + block_size, num_reqs=2, outputs_per_req=3, device=DEVICE,
                      overlap=overlap)
@@ -91,17 +96,21 @@ def test_formats_and_page_widths_match_the_truth(kv_format, slots_per_page, C, o
     _judge(w, got, before, f"{kv_format}, P={slots_per_page}, C={C}, overlap={overlap}, bs={block_size}")
 
 
-@pytest.mark.parametrize("inline", [True, False], ids=["searched-in-kernel", "search-kernels"])
+@pytest.mark.parametrize("path", ["inline", "token-tiles", "search"])
 @pytest.mark.parametrize("kv_format,slots_per_page,C,overlap,block_size", [
     ("fp8_e4m3", 3, 128, False, 8),
     ("bf16", 4, 4, True, 3),
     ("int8", 2, 4, False, 8),
 ])
-def test_step_and_new_cache_match_the_truth(kv_format, slots_per_page, C, overlap, block_size, inline, monkeypatch):
-    """``compress_step`` finds the boundaries on the device (inside the kernel for a small step, or
-    with the search kernels when the step is past ``STEP_INLINE_TOKENS``); and ``out=None``."""
+def test_step_and_new_cache_match_the_truth(kv_format, slots_per_page, C, overlap, block_size, path, monkeypatch):
+    """``compress_step`` finds the boundaries on the device: inside the kernel, by every program
+    for a small step or by each program in its own tile of tokens past ``STEP_INLINE_TOKENS``, or
+    with the search kernels (more requests than ``STEP_TILE_MAX_REQUESTS``); and ``out=None``."""
+    inline = path == "inline"
     if not inline:
         monkeypatch.setattr(gpgpu_route, "STEP_INLINE_TOKENS", 8)
+    if path == "search":
+        monkeypatch.setattr(gpgpu_route, "STEP_TILE_MAX_REQUESTS", 0)
     clear_step_plans()
     clear_launch_plans()
     w = _workload(kv_format, slots_per_page, C, overlap, block_size, seed=7 + slots_per_page)
@@ -112,7 +121,7 @@ def test_step_and_new_cache_match_the_truth(kv_format, slots_per_page, C, overla
                       w.kv_slot_mapping, out, block_size=w.block_size, compress_ratio=w.compress_ratio,
                       rms_norm_eps=w.rms_norm_eps, route="gpgpu", **w.format_kwargs())
     names = [name for name, _ in launches]
-    assert names[-1] == "_window_compress_kernel" and (len(names) == 1) == inline, names
+    assert names[-1] == "_window_compress_kernel" and (len(names) == 1) == (path != "search"), names
     _judge(w, out, before, f"step, {kv_format}, C={C}, overlap={overlap}")
     if inline:
         new = c128_256_512_compress(*w.args(), route="gpgpu", **w.format_kwargs())

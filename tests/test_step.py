@@ -10,6 +10,7 @@ boundary tokens) skip here and run on a CUDA machine.
 
 from __future__ import annotations
 
+import contextlib
 from types import SimpleNamespace
 
 import pytest
@@ -24,6 +25,8 @@ from ascend_kvc.oracle import check_cache
 from ascend_kvc.stages import plan as plan_module
 from ascend_kvc.stages.work_split import WorkSplit, plan_split
 from ascend_kvc.workloads import decode_spans, make_step_workload
+from gpgpu_fallback import route as gpgpu_route
+from gpgpu_fallback import tuning as gpgpu_tuning
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SYNC_FREE = ["gpgpu", "ascend", "ascend:fused"]
@@ -48,6 +51,37 @@ def judge(sw, got: torch.Tensor, before: torch.Tensor, expect_outputs: int | Non
     report = check_cache(w.checked_args(), got, before)
     assert report.ok, f"{sw.name}: {report}"
     return report
+
+
+# gpgpu's three ways of finding a step's boundary tokens (gpgpu_fallback/route.py), each forced
+# on small steps by its route constants: searched by every program (steps of up to
+# STEP_INLINE_TOKENS tokens), one tile of C tokens a program (few requests), or the search kernels'
+# list (more requests than STEP_TILE_MAX_REQUESTS).
+GPGPU_PATHS = {
+    "inline": {},
+    "token-tiles": dict(STEP_INLINE_TOKENS=0),
+    "search": dict(STEP_INLINE_TOKENS=0, STEP_TILE_MAX_REQUESTS=0),
+}
+
+
+@contextlib.contextmanager
+def gpgpu_step_path(path: str):
+    """Plan gpgpu steps the ``GPGPU_PATHS[path]`` way, with fresh plans before and after."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in GPGPU_PATHS[path].items():
+            mp.setattr(gpgpu_route, name, value)
+        step_module.clear_step_plans()
+        try:
+            yield
+        finally:
+            step_module.clear_step_plans()
+
+
+def gpgpu_plan_path(plan) -> str:
+    """Which of ``GPGPU_PATHS`` a gpgpu step plan took."""
+    if plan.launcher.constexprs["INLINE_T"]:
+        return "inline"
+    return "token-tiles" if plan.launcher.constexprs["TOKEN_TILE"] else "search"
 
 
 def run_step(sw, route: str, validate: bool = False, **kw):
@@ -121,7 +155,7 @@ def steps(draw):
     spans = [(draw(st.integers(0, 2 * C)), draw(st.integers(1, 40))) for _ in range(num_reqs)]
     return dict(spans=spans, C=C, block_size=draw(st.sampled_from([4, 8, 16])), seed=draw(st.integers(0, 99)),
                 state_slots=draw(st.booleans()), skip=draw(st.sampled_from([0.0, 0.3])),
-                route=draw(st.sampled_from(SYNC_FREE)))
+                route=draw(st.sampled_from(SYNC_FREE)), gpgpu_path=draw(st.sampled_from(list(GPGPU_PATHS))))
 
 
 @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -129,7 +163,8 @@ def steps(draw):
 def test_random_steps_match_the_truth(case):
     sw = make_step_workload(case["spans"], case["C"], block_size=case["block_size"], seed=case["seed"],
                             state_slots=case["state_slots"], skip_fraction=case["skip"], device=DEVICE)
-    before = run_step(sw, case["route"])
+    with gpgpu_step_path(case["gpgpu_path"] if case["route"] == "gpgpu" else "inline"):
+        before = run_step(sw, case["route"])
     judge(sw, sw.kv_cache, before)
 
 
@@ -187,13 +222,54 @@ def test_replay_sequence_without_capture(route):
 def test_many_chunk_search(route, monkeypatch):
     """A search of several programs (a count kernel, then the list kernel reading the counts)."""
     monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
+    monkeypatch.setattr(gpgpu_route, "STEP_TILE_MAX_REQUESTS", 0)  # gpgpu: the search, not its token tiles
     step_module.clear_step_plans()
     sw = make_step_workload([(0, 1400), (600, 1700)], 128, block_size=16, seed=51, skip_fraction=0.7, device=DEVICE)
     assert boundaries.plan_search(sw.num_tokens, 4).programs == 4
     before = run_step(sw, route)
     report = judge(sw, sw.kv_cache, before)
     assert report.num_outputs_written >= 3
+    if route == "gpgpu":
+        assert gpgpu_plan_path(next(iter(step_module._STEP_PLANS.values()))) == "search"
     step_module.clear_step_plans()
+
+
+# (spans, C, block_size, overlap, state slots, skip fraction): steps for gpgpu's token tiles.
+TOKEN_TILE_STEPS = {
+    # a long request and a short one, skipped slots: tiles of one boundary and tiles of none
+    "prefill": ([(5, 600), (250, 20)], 128, 8, False, True, 0.2),
+    # 12 requests of one token at a window's end, side by side, then a prefill: one tile holds 12
+    # boundary tokens, which its programs do one after another
+    "crowded": ([(127, 1), (255, 1), (127, 1), (383, 1), (127, 1), (255, 1),
+                 (127, 1), (511, 1), (127, 1), (255, 1), (127, 1), (383, 1), (0, 200)], 128, 8, False, False, 0.0),
+    # the overlapping ratio-4 compressor: tiles of 4 tokens, blocks of 3 rows
+    "ratio-4-overlap": ([(0, 90), (37, 30)], 4, 3, True, True, 0.1),
+    "c256-bs64": ([(200, 330)], 256, 64, False, False, 0.0),
+}
+
+
+@pytest.mark.parametrize("work", ["pieces", "whole-head"])
+@pytest.mark.parametrize("case", list(TOKEN_TILE_STEPS))
+def test_gpgpu_token_tiles(case, work, monkeypatch):
+    """A gpgpu step past ``STEP_INLINE_TOKENS`` from few requests: one launch, whose programs each
+    find the boundary tokens of their own tile of C tokens; an output's scratch (piece states and
+    arrival counter) indexed by its token. With the tiles planned here an output's pieces are
+    merged by the last; with one program a ``whole-head`` (sm90's ratio-4 tiles, one piece) each
+    program stores its output itself."""
+    spans, C, bs, overlap, state_slots, skip = TOKEN_TILE_STEPS[case]
+    if work == "whole-head":
+        monkeypatch.setattr(gpgpu_route, "tiles_for", lambda *a: gpgpu_tuning.TILES_BY_RATIO[("cuda:sm90", 4)])
+        monkeypatch.setattr(gpgpu_route, "window_splits", lambda *a: 1)
+    sw = make_step_workload(spans, C, block_size=bs, seed=61, state_slots=state_slots, skip_fraction=skip,
+                            overlap=overlap, device=DEVICE)
+    with gpgpu_step_path("token-tiles"):
+        before = run_step(sw, "gpgpu")
+        (plan,) = step_module._STEP_PLANS.values()
+        assert gpgpu_plan_path(plan) == "token-tiles" and not plan.search_launchers
+        work_items = plan.splits * (512 // plan.launcher.constexprs["BLOCK_D"])  # of an output
+        assert plan.launcher.grid[0] == -(-sw.num_tokens // C) * work_items
+    report = judge(sw, sw.kv_cache, before)
+    assert report.num_outputs_written == len(expected_boundaries(sw)) >= (12 if case == "crowded" else 2)
 
 
 @pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
@@ -210,8 +286,6 @@ def test_split_on_more_cores_than_units(route, monkeypatch):
 
 def test_gpgpu_step_grid_smaller_than_the_work(monkeypatch):
     """The counted gpgpu kernel loops over its work items when they outnumber its programs."""
-    from gpgpu_fallback import route as gpgpu_route
-
     monkeypatch.setattr(gpgpu_route, "STEP_PROGRAMS_PER_UNIT", 1)
     monkeypatch.setattr(gpgpu_route, "STEP_INLINE_PROGRAMS_PER_UNIT", 1)  # 920 tokens: searched in the kernel
     monkeypatch.setattr(gpgpu_route, "compute_units", lambda *a: 3)  # an H200's 132 would outnumber the work
@@ -393,8 +467,6 @@ def test_validate_checks_only_the_tokens_that_give_outputs():
 def _fake_capture(monkeypatch):
     """The planned routes' view of an NPU graph capture (as tests/test_stream_scratch.py does):
     ``stream_state`` says "capturing", and the scratch handed out is recorded."""
-    from gpgpu_fallback import route as gpgpu_route
-
     capture = SimpleNamespace(on=False, handed=[])
 
     def state(device):
