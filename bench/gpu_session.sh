@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything a GPU machine checks and measures, from a source tree (no install):
-#   bench/gpu_session.sh OUTDIR [tests] [memcheck] [bench] [steps] [vllm]
+#   bench/gpu_session.sh OUTDIR [tests] [memcheck] [bench] [steps] [vllm] [formats]
 #                                            (default: tests memcheck bench)
 # tests:    the whole test suite compiled on the GPU (packaging and audit tests need a package
 #           index and triton-ascend, so they are left to the CPU run);
@@ -9,10 +9,12 @@
 # bench:    python -m bench over the official cases, both layouts, into OUTDIR/report;
 # steps:    python -m bench.steps (engine-shaped steps against the indexed call);
 # vllm:     python -m bench.vllm_peer, vLLM's compressor beside gpgpu and fused (its file kept
-#           under .peers/vllm/, bench/peers.md).
+#           under .peers/vllm/, bench/peers.md);
+# formats:  python -m bench --kv-format F for F in int8, fp8_e4m3 and bf16, on the smallest and
+#           the largest official case of each C and the C4 chunk, shuffled, the routes that write F.
 # ASCEND_KVC_COMMIT names the commit where the tree travels without .git.
 set -uo pipefail
-out=${1:?usage: bench/gpu_session.sh OUTDIR [tests] [memcheck] [bench] [steps] [vllm]}
+out=${1:?usage: bench/gpu_session.sh OUTDIR [tests] [memcheck] [bench] [steps] [vllm] [formats]}
 shift
 mkdir -p "$out"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -36,6 +38,12 @@ for part in ${@:-tests memcheck bench}; do
     vllm)
       python3 -m bench.vllm_peer .peers/vllm/fused_compress_quant_cache.py --routes auto,ascend:fused \
         --json "$out/vllm_peer.json" 2>&1 | tee "$out/vllm_peer.log" | tail -40 || status=1 ;;
+    formats)
+      for f in int8 fp8_e4m3 bf16; do
+        python3 -m bench --no-progress --kernels per-ratio --shuffle --kv-format $f --routes gpgpu,ascend,ascend:fused \
+          --cases 1,8192,128 8,131072,128 1,8192,256 8,131072,256 1,8192,512 8,131072,512 C4 \
+          --no-report --json "$out/formats_$f.json" 2>&1 | tee -a "$out/formats.log" | tail -30 || status=1
+      done ;;
     *) echo "unknown part: $part" >&2; exit 2 ;;
   esac
 done
