@@ -47,10 +47,11 @@ from .tuning import tiles_for, window_columns, window_splits, window_steps
 STEP_INLINE_TOKENS = 1024
 # A larger step of at most this many requests (block-table rows: a prefill chunk or a few) runs
 # without a search launch: its grid is one program per C tokens (a window's worth) per work item of
-# an output, and each program finds its tile's boundary tokens itself (a tile of one request holds
-# at most one). With more requests the boundaries of a step may crowd into a few tiles (a
-# decode batch whose requests reach a window's end together), whose programs would do them one
-# after another, so those steps keep the search and its list, which the grid shares evenly.
+# an output, and each program finds its tile's boundary tokens itself. A request's consecutive
+# positions give a tile at most one boundary token, so a tile's programs do at most this many
+# outputs one after another. With more requests the boundaries of a step may crowd into a few
+# tiles (a decode batch whose requests reach a window's end together), so those steps keep the
+# search and its list, which the grid shares evenly.
 STEP_TILE_MAX_REQUESTS = 16
 # A step's grid: at most this many programs per compute unit loop over the counted work items.
 STEP_PROGRAMS_PER_UNIT = 16
