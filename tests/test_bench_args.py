@@ -202,9 +202,9 @@ def test_kv_format_runs_every_case_in_that_format(kv_format, tmp_path, monkeypat
 
     monkeypatch.setattr(workloads, "C4_CASE", (1, 64, 4))
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    rc = cli.main(["--device", device, "--cases", "1,256,128", "C4", "--kv-format", kv_format, "--routes",
-                   "reference,ascend:byte-scatter,gpgpu", "--no-progress", "--csv", str(tmp_path / "f.csv"),
-                   "--host-calls", "1"])
+    rc = cli.main(["--device", device, "--cases", "1,256,128", "C4", "--shuffle", "--kv-format", kv_format,
+                   "--routes", "reference,ascend:byte-scatter,gpgpu", "--no-progress", "--csv", str(tmp_path / "f.csv"),
+                   "--host-calls", "1"])  # --shuffle: one layout on a GPU too (both are its default)
     assert rc == 0
     out = capsys.readouterr().out
     assert f"cache format: {kv_format}" in out and "R1-T256-C128: not run on ascend:byte-scatter" in out
