@@ -79,8 +79,8 @@ def format_table(rows: list[dict], device: str) -> str:
 
 
 def write_csv(path: str, rows: list[dict]) -> None:
-    keys = COLUMNS + ["x_pregather", "floor_ms", "num_outputs", "kv_format", "bytes", "copies", "kernels_how", "device_how",
-                      "ambiguous_differences", "check_detail"]
+    keys = COLUMNS + ["x_pregather", "floor_ms", "num_outputs", "kv_format", "bytes", "copies", "kernels_how",
+                      "device_how", "ambiguous_differences", "check_detail"]
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
