@@ -27,6 +27,7 @@ from ascend_kvc.stages.work_split import WorkSplit, plan_split
 from ascend_kvc.workloads import decode_spans, make_step_workload
 from gpgpu_fallback import route as gpgpu_route
 from gpgpu_fallback import tuning as gpgpu_tuning
+from tools import memcheck
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SYNC_FREE = ["gpgpu", "ascend", "ascend:fused"]
@@ -270,6 +271,36 @@ def test_gpgpu_token_tiles(case, work, monkeypatch):
         assert plan.launcher.grid[0] == -(-sw.num_tokens // C) * work_items
     report = judge(sw, sw.kv_cache, before)
     assert report.num_outputs_written == len(expected_boundaries(sw)) >= (12 if case == "crowded" else 2)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("path", list(GPGPU_PATHS))
+def test_gpgpu_step_with_bad_indices_touches_nothing_else(path):
+    """``validate=False`` on each of gpgpu's ways of finding the boundary tokens: the boundary
+    tokens with a request past the table, a slot past the cache, a block id past the state cache
+    or a negative one in their window give no output; the margins around ``kv_cache`` and
+    ``state_cache`` (guard bytes, NaN rows) keep their values; every other output is the truth's."""
+    sw = make_step_workload([(0, 700), (60, 300)], 128, block_size=8, seed=97, device=DEVICE)
+    b = sw.base
+    bnd = expected_boundaries(sw)  # positions 127, 255, 383, 511, 639, then the second request's 127, 255
+    assert len(bnd) == 7
+    sw.token_to_req[bnd[0]] = b.block_table.shape[0]
+    sw.kv_slot_mapping[bnd[1]] = sw.kv_cache.shape[0] * 64
+    b.block_table[0, 40] = b.state_cache.shape[0]  # inside position 383's window (blocks 32..47) only
+    b.block_table[1, 20] = -3  # inside the second request's position 255 window (blocks 16..31) only
+    state_buf, b.state_cache = memcheck._guarded(b.state_cache, float("nan"))
+    kv_buf, sw.kv_cache = memcheck._guarded(sw.kv_cache, memcheck.GUARD_BYTE)
+    state_guard = state_buf.clone()
+    with gpgpu_step_path(path):
+        before = run_step(sw, "gpgpu")
+        assert gpgpu_plan_path(next(iter(step_module._STEP_PLANS.values()))) == path
+    margin = memcheck.GUARD_PAGES
+    assert bool((kv_buf[:margin] == memcheck.GUARD_BYTE).all()), "a guard byte before kv_cache changed"
+    assert bool((kv_buf[-margin:] == memcheck.GUARD_BYTE).all()), "a guard byte after kv_cache changed"
+    assert torch.equal(state_buf.nan_to_num(7.0), state_guard.nan_to_num(7.0))
+    report = check_cache(sw.as_operator(torch.tensor(bnd, device=DEVICE)).checked_args(), sw.kv_cache, before)
+    assert report.ok, report
+    assert report.num_outputs_written == 3
 
 
 @pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
