@@ -4,8 +4,8 @@
 #                                            (default: tests memcheck bench)
 # tests:    the whole test suite compiled on the GPU (packaging and audit tests need a package
 #           index and triton-ascend, so they are left to the CPU run);
-# memcheck: tools/memcheck.py (every route, every kind of bad index, validate=False) under
-#           compute-sanitizer --tool memcheck, the small configuration;
+# memcheck: tools/memcheck.py --small --steps (every route, every kind of bad index,
+#           validate=False, calls and steps) under compute-sanitizer --tool memcheck;
 # bench:    python -m bench over the official cases, both layouts, into OUTDIR/report;
 # steps:    python -m bench.steps (engine-shaped steps against the indexed call);
 # vllm:     python -m bench.vllm_peer, vLLM's compressor beside gpgpu and fused (its file kept
@@ -27,7 +27,7 @@ for part in ${@:-tests memcheck bench}; do
       python3 -m pytest -q -p no:cacheprovider $workers tests --ignore=tests/test_install.py -m "not audit" \
         -rfEs --tb=short 2>&1 | tee "$out/pytest_gpu.log" | tail -60 || status=1 ;;
     memcheck)
-      compute-sanitizer --tool memcheck --error-exitcode 1 python3 tools/memcheck.py --small \
+      compute-sanitizer --tool memcheck --error-exitcode 1 python3 tools/memcheck.py --small --steps \
         > "$out/memcheck.log" 2>&1 || status=1
       tail -25 "$out/memcheck.log" ;;
     bench)

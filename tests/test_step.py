@@ -54,35 +54,11 @@ def judge(sw, got: torch.Tensor, before: torch.Tensor, expect_outputs: int | Non
     return report
 
 
-# gpgpu's three ways of finding a step's boundary tokens (gpgpu_fallback/route.py), each forced
-# on small steps by its route constants: searched by every program (steps of up to
-# STEP_INLINE_TOKENS tokens), one tile of C tokens a program (few requests), or the search kernels'
-# list (more requests than STEP_TILE_MAX_REQUESTS).
-GPGPU_PATHS = {
-    "inline": {},
-    "token-tiles": dict(STEP_INLINE_TOKENS=0),
-    "search": dict(STEP_INLINE_TOKENS=0, STEP_TILE_MAX_REQUESTS=0),
-}
-
-
-@contextlib.contextmanager
-def gpgpu_step_path(path: str):
-    """Plan gpgpu steps the ``GPGPU_PATHS[path]`` way, with fresh plans before and after."""
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in GPGPU_PATHS[path].items():
-            mp.setattr(gpgpu_route, name, value)
-        step_module.clear_step_plans()
-        try:
-            yield
-        finally:
-            step_module.clear_step_plans()
-
-
-def gpgpu_plan_path(plan) -> str:
-    """Which of ``GPGPU_PATHS`` a gpgpu step plan took."""
-    if plan.launcher.constexprs["INLINE_T"]:
-        return "inline"
-    return "token-tiles" if plan.launcher.constexprs["TOKEN_TILE"] else "search"
+# gpgpu's three ways of finding a step's boundary tokens, each forced on small steps
+# (tools/memcheck.py holds them, for its step scenario too).
+GPGPU_PATHS = memcheck.GPGPU_STEP_PATHS
+gpgpu_step_path = memcheck.gpgpu_step_path
+gpgpu_plan_path = memcheck.gpgpu_plan_path
 
 
 def run_step(sw, route: str, validate: bool = False, **kw):
@@ -274,33 +250,17 @@ def test_gpgpu_token_tiles(case, work, monkeypatch):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.parametrize("path", list(GPGPU_PATHS))
-def test_gpgpu_step_with_bad_indices_touches_nothing_else(path):
-    """``validate=False`` on each of gpgpu's ways of finding the boundary tokens: the boundary
-    tokens with a request past the table, a slot past the cache, a block id past the state cache
-    or a negative one in their window give no output; the margins around ``kv_cache`` and
-    ``state_cache`` (guard bytes, NaN rows) keep their values; every other output is the truth's."""
-    sw = make_step_workload([(0, 700), (60, 300)], 128, block_size=8, seed=97, device=DEVICE)
-    b = sw.base
-    bnd = expected_boundaries(sw)  # positions 127, 255, 383, 511, 639, then the second request's 127, 255
-    assert len(bnd) == 7
-    sw.token_to_req[bnd[0]] = b.block_table.shape[0]
-    sw.kv_slot_mapping[bnd[1]] = sw.kv_cache.shape[0] * 64
-    b.block_table[0, 40] = b.state_cache.shape[0]  # inside position 383's window (blocks 32..47) only
-    b.block_table[1, 20] = -3  # inside the second request's position 255 window (blocks 16..31) only
-    state_buf, b.state_cache = memcheck._guarded(b.state_cache, float("nan"))
-    kv_buf, sw.kv_cache = memcheck._guarded(sw.kv_cache, memcheck.GUARD_BYTE)
-    state_guard = state_buf.clone()
-    with gpgpu_step_path(path):
-        before = run_step(sw, "gpgpu")
-        assert gpgpu_plan_path(next(iter(step_module._STEP_PLANS.values()))) == path
-    margin = memcheck.GUARD_PAGES
-    assert bool((kv_buf[:margin] == memcheck.GUARD_BYTE).all()), "a guard byte before kv_cache changed"
-    assert bool((kv_buf[-margin:] == memcheck.GUARD_BYTE).all()), "a guard byte after kv_cache changed"
-    assert torch.equal(state_buf.nan_to_num(7.0), state_guard.nan_to_num(7.0))
-    report = check_cache(sw.as_operator(torch.tensor(bnd, device=DEVICE)).checked_args(), sw.kv_cache, before)
-    assert report.ok, report
-    assert report.num_outputs_written == 3
+@pytest.mark.parametrize("route,path", memcheck.step_runs())
+def test_step_with_bad_indices_touches_nothing_else(route, path):
+    """``validate=False`` (``tools/memcheck.check_step``): the boundary tokens with a request past
+    the table, a slot past the cache, a block id past the state cache or a negative one in their
+    window give no output; the margins around ``kv_cache`` and ``state_cache`` (guard bytes, NaN
+    rows) keep their values; every other output is the truth's. On gpgpu, each of its paths."""
+    with gpgpu_step_path(path) if path else contextlib.nullcontext():
+        problem = memcheck.check_step(route, DEVICE)
+        if path:
+            assert gpgpu_plan_path(next(iter(step_module._STEP_PLANS.values()))) == path
+    assert not problem, problem
 
 
 @pytest.mark.parametrize("route", ["ascend", "ascend:fused"])

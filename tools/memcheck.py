@@ -11,12 +11,15 @@ route with ``validate=False`` on guarded tensors: ``kv_cache`` (written in place
 NaN state rows). Afterwards the margins must be untouched, the bad outputs' slots must keep
 their bytes and every valid output must hold the float64 truth's bytes (a read of a NaN guard
 row would show there). Without a GPU it runs the same kernels under the Triton interpreter
-(``--small``, also a test in tests/test_memory_safety.py). Exit status 1 if anything failed.
+(``--small``, also a test in tests/test_memory_safety.py). ``--steps`` adds ``compress_step``
+with bad indices on each device-search route (``check_step``; tests/test_step.py runs it too).
+Exit status 1 if anything failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import Callable
@@ -152,12 +155,97 @@ def check_scenario(route: str, name: str, defect: Callable, C: int, block_size: 
     return "; ".join(problems)
 
 
+# gpgpu's three ways of finding a step's boundary tokens (gpgpu_fallback/route.py), each forced on
+# a small step by its route constants: searched by every program (steps of up to
+# STEP_INLINE_TOKENS tokens), one tile of C tokens a program (few requests), or the search
+# kernels' list (more requests than STEP_TILE_MAX_REQUESTS).
+GPGPU_STEP_PATHS = {
+    "inline": {},
+    "token-tiles": dict(STEP_INLINE_TOKENS=0),
+    "search": dict(STEP_INLINE_TOKENS=0, STEP_TILE_MAX_REQUESTS=0),
+}
+
+
+@contextlib.contextmanager
+def gpgpu_step_path(path: str):
+    """Plan gpgpu steps the ``GPGPU_STEP_PATHS[path]`` way, with fresh step plans before and after."""
+    from ascend_kvc.step import clear_step_plans
+    from gpgpu_fallback import route as gpgpu_route
+
+    saved = {name: getattr(gpgpu_route, name) for name in GPGPU_STEP_PATHS[path]}
+    clear_step_plans()
+    try:
+        for name, value in GPGPU_STEP_PATHS[path].items():
+            setattr(gpgpu_route, name, value)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(gpgpu_route, name, value)
+        clear_step_plans()
+
+
+def gpgpu_plan_path(plan) -> str:
+    """Which of ``GPGPU_STEP_PATHS`` a gpgpu step plan took."""
+    if plan.launcher.constexprs["INLINE_T"]:
+        return "inline"
+    return "token-tiles" if plan.launcher.constexprs["TOKEN_TILE"] else "search"
+
+
+def check_step(route: str, device: str) -> str:
+    """``compress_step`` with ``validate=False`` on a step of two requests (1000 tokens, C=128,
+    7 boundary tokens) where four boundary tokens carry a bad index: a request past the table, a
+    slot past the cache, a block id past the state cache and a negative one in their windows.
+    Returns "" if the margins kept their values, those four wrote nothing and the other three
+    hold the truth's bytes, else what went wrong."""
+    import torch
+
+    from ascend_kvc import compress_step
+    from ascend_kvc.oracle import check_cache
+    from ascend_kvc.workloads import make_step_workload
+
+    sw = make_step_workload([(0, 700), (60, 300)], 128, block_size=8, seed=97, device=device)
+    b = sw.base
+    p, s = sw.positions.tolist(), sw.kv_slot_mapping.tolist()
+    bnd = [t for t in range(len(p)) if (p[t] + 1) % 128 == 0 and s[t] >= 0]
+    if len(bnd) != 7:  # positions 127, 255, 383, 511, 639, then the second request's 127, 255
+        return f"the step has {len(bnd)} boundary tokens, meant 7"
+    sw.token_to_req[bnd[0]] = b.block_table.shape[0]
+    sw.kv_slot_mapping[bnd[1]] = sw.kv_cache.shape[0] * 64
+    b.block_table[0, 40] = b.state_cache.shape[0]  # inside position 383's window (blocks 32..47) only
+    b.block_table[1, 20] = -3  # inside the second request's position 255 window (blocks 16..31) only
+    state_buf, b.state_cache = _guarded(b.state_cache, float("nan"))
+    kv_buf, sw.kv_cache = _guarded(sw.kv_cache, GUARD_BYTE)
+    state_guard = state_buf.clone()
+    before = sw.kv_cache.clone()
+    compress_step(*sw.args(), **sw.kwargs(), route=route, validate=False)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    problems = []
+    if not (bool((kv_buf[:GUARD_PAGES] == GUARD_BYTE).all()) and bool((kv_buf[-GUARD_PAGES:] == GUARD_BYTE).all())):
+        problems.append("a kv_cache guard byte changed")
+    if not torch.equal(state_buf.nan_to_num(7.0), state_guard.nan_to_num(7.0)):
+        problems.append("state_cache changed")
+    report = check_cache(sw.as_operator(torch.tensor(bnd, device=device)).checked_args(), sw.kv_cache, before)
+    if not report.ok:
+        problems.append(str(report))
+    elif report.num_outputs_written != 3:
+        problems.append(f"{report.num_outputs_written} outputs written, meant 3")
+    return "; ".join(problems)
+
+
+def step_runs() -> list[tuple[str, str | None]]:
+    """``(route, gpgpu path or None)`` of ``--steps``: each device-search route, gpgpu each way."""
+    return [*(("gpgpu", path) for path in GPGPU_STEP_PATHS), ("ascend", None), ("ascend:fused", None)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="auto", help="cuda, cpu (Triton interpreter) or auto")
     parser.add_argument("--small", action="store_true", help="C=128 only, block sizes 8 and 3")
     parser.add_argument("--routes", nargs="*", help="routes to run (default: every route)")
     parser.add_argument("--scenarios", nargs="*", help="scenarios to run (default: all)")
+    parser.add_argument("--steps", action="store_true",
+                        help="also compress_step with bad indices on each device-search route (gpgpu each way)")
     args = parser.parse_args(argv)
 
     import torch
@@ -184,6 +272,17 @@ def main(argv: list[str] | None = None) -> int:
                     failures += 1
                     print(f"FAIL C={C} block_size={bs} {route} {name}: {problem}", flush=True)
         print(f"C={C} block_size={bs}: {len(routes) * len(names)} runs done", flush=True)
+    if args.steps:
+        for route, path in step_runs():
+            try:
+                with gpgpu_step_path(path) if path else contextlib.nullcontext():
+                    problem = check_step(route, device)
+            except Exception as exc:
+                problem = f"raised {type(exc).__name__}: {exc}"
+            if problem:
+                failures += 1
+                print(f"FAIL step {route} {path or ''}: {problem}", flush=True)
+        print(f"steps: {len(step_runs())} runs done", flush=True)
     print(f"{failures} failures")
     return 1 if failures else 0
 
