@@ -150,10 +150,11 @@ class CompressPlan:
                           INLINE_T=inline_t, TOKEN_TILE=token_tile,
                           HAS_STATE_SLOTS=bool(step_state_slots), SLOTS_PER_PAGE=args.slots_per_page,
                           KV_FORMAT=KV_FORMAT_CODES[args.kv_format], OVERLAP=args.overlap, **FORMAT_SLOT_CONSTEXPRS)
-        items = n * splits * (HEAD_DIM // tiles.block_d)
+        items_per_output = splits * (HEAD_DIM // tiles.block_d)
+        items = n * items_per_output
         per_unit = STEP_INLINE_PROGRAMS_PER_UNIT if inline_t else STEP_PROGRAMS_PER_UNIT
         if token_tile:
-            grid = (triton.cdiv(n, token_tile) * splits * (HEAD_DIM // tiles.block_d),)
+            grid = (triton.cdiv(n, token_tile) * items_per_output,)
         else:
             grid = (min(items, per_unit * units) if self.step else items,)
         self.launcher = KernelLauncher(_window_compress_kernel, grid, constexprs,

@@ -10,10 +10,10 @@ import torch
 from ascend_kvc import c128_256_512_compress, compress_step
 from ascend_kvc.api import clear_launch_plans
 from ascend_kvc.oracle import check_cache
-from ascend_kvc.step import clear_step_plans
 from ascend_kvc.workloads import make_workload
 from gpgpu_fallback import route as gpgpu_route
 from gpgpu_fallback import tuning
+from tools import memcheck
 
 from cases import check_slot_past_the_cache_is_skipped, general_case, run_and_check
 from launches import record_triton_launches
@@ -102,21 +102,16 @@ def test_formats_and_page_widths_match_the_truth(kv_format, slots_per_page, C, o
     ("bf16", 4, 4, True, 3),
     ("int8", 2, 4, False, 8),
 ])
-def test_step_and_new_cache_match_the_truth(kv_format, slots_per_page, C, overlap, block_size, path, monkeypatch):
+def test_step_and_new_cache_match_the_truth(kv_format, slots_per_page, C, overlap, block_size, path):
     """``compress_step`` finds the boundaries on the device: inside the kernel, by every program
     for a small step or by each program in its own tile of tokens past ``STEP_INLINE_TOKENS``, or
     with the search kernels (more requests than ``STEP_TILE_MAX_REQUESTS``); and ``out=None``."""
     inline = path == "inline"
-    if not inline:
-        monkeypatch.setattr(gpgpu_route, "STEP_INLINE_TOKENS", 8)
-    if path == "search":
-        monkeypatch.setattr(gpgpu_route, "STEP_TILE_MAX_REQUESTS", 0)
-    clear_step_plans()
     clear_launch_plans()
     w = _workload(kv_format, slots_per_page, C, overlap, block_size, seed=7 + slots_per_page)
     before = w.kv_cache.clone()
     out = w.kv_cache.clone()
-    with record_triton_launches() as launches:
+    with memcheck.gpgpu_step_path(path), record_triton_launches() as launches:
         compress_step(w.state_cache, w.token_to_req, w.positions, w.block_table, w.rms_norm_weight, w.cos_sin_cache,
                       w.kv_slot_mapping, out, block_size=w.block_size, compress_ratio=w.compress_ratio,
                       rms_norm_eps=w.rms_norm_eps, route="gpgpu", **w.format_kwargs())
@@ -126,7 +121,6 @@ def test_step_and_new_cache_match_the_truth(kv_format, slots_per_page, C, overla
     if inline:
         new = c128_256_512_compress(*w.args(), route="gpgpu", **w.format_kwargs())
         _judge(w, new, torch.zeros_like(before), f"out=None, {kv_format}")
-    clear_step_plans()
 
 
 # The hand-derived golden bytes (test_golden_formats), written by gpgpu byte for byte.

@@ -126,30 +126,43 @@ def _scenarios() -> dict[str, Callable]:
         short_cos_sin_cache, empty_cos_sin_cache, every_defect_at_once)}
 
 
+class _Guards:
+    """``state_cache`` and ``kv_cache`` copied into guarded buffers (``_guarded``): the views to
+    call with, the cache's bytes before the call, and what changed outside the views after it."""
+
+    def __init__(self, state_cache, kv_cache):
+        self.state_buf, self.state_cache = _guarded(state_cache, float("nan"))
+        self.kv_buf, self.kv_cache = _guarded(kv_cache, GUARD_BYTE)
+        self.state_guard = self.state_buf.clone()
+        self.before = self.kv_cache.clone()
+
+    def problems(self, device: str) -> list[str]:
+        import torch
+
+        if device == "cuda":
+            torch.cuda.synchronize()
+        problems = []
+        kv, margin = self.kv_buf, GUARD_PAGES
+        if not (bool((kv[:margin] == GUARD_BYTE).all()) and bool((kv[-margin:] == GUARD_BYTE).all())):
+            problems.append("a kv_cache guard byte changed")
+        if not torch.equal(self.state_buf.nan_to_num(7.0), self.state_guard.nan_to_num(7.0)):
+            problems.append("state_cache changed")
+        return problems
+
+
 def check_scenario(route: str, name: str, defect: Callable, C: int, block_size: int, device: str) -> str:
     """Run one scenario; return "" if everything held, else what went wrong."""
-    import torch
-
     from ascend_kvc import c128_256_512_compress
     from ascend_kvc.oracle import check_cache
     from ascend_kvc.validation import check_metadata
 
     w = _workload(C, block_size, device, seed=C + block_size)
     defect(w)
-    state_buf, w.state_cache = _guarded(w.state_cache, float("nan"))
-    kv_buf, out = _guarded(w.kv_cache, GUARD_BYTE)
-    state_guard = state_buf.clone()
-    before = out.clone()
-    c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
-    if device == "cuda":
-        torch.cuda.synchronize()
-    problems = []
-    margin = GUARD_PAGES
-    if not (bool((kv_buf[:margin] == GUARD_BYTE).all()) and bool((kv_buf[-margin:] == GUARD_BYTE).all())):
-        problems.append("a kv_cache guard byte changed")
-    if not torch.equal(state_buf.nan_to_num(7.0), state_guard.nan_to_num(7.0)):
-        problems.append("state_cache changed")
-    report = check_cache(check_metadata(*w.args(), None), out, before)
+    guards = _Guards(w.state_cache, w.kv_cache)
+    w.state_cache = guards.state_cache
+    c128_256_512_compress(*w.args(), out=guards.kv_cache, route=route, validate=False)
+    problems = guards.problems(device)
+    report = check_cache(check_metadata(*w.args(), None), guards.kv_cache, guards.before)
     if not report.ok:
         problems.append(str(report))
     return "; ".join(problems)
@@ -213,19 +226,11 @@ def check_step(route: str, device: str) -> str:
     sw.kv_slot_mapping[bnd[1]] = sw.kv_cache.shape[0] * 64
     b.block_table[0, 40] = b.state_cache.shape[0]  # inside position 383's window (blocks 32..47) only
     b.block_table[1, 20] = -3  # inside the second request's position 255 window (blocks 16..31) only
-    state_buf, b.state_cache = _guarded(b.state_cache, float("nan"))
-    kv_buf, sw.kv_cache = _guarded(sw.kv_cache, GUARD_BYTE)
-    state_guard = state_buf.clone()
-    before = sw.kv_cache.clone()
+    guards = _Guards(b.state_cache, sw.kv_cache)
+    b.state_cache, sw.kv_cache = guards.state_cache, guards.kv_cache
     compress_step(*sw.args(), **sw.kwargs(), route=route, validate=False)
-    if device == "cuda":
-        torch.cuda.synchronize()
-    problems = []
-    if not (bool((kv_buf[:GUARD_PAGES] == GUARD_BYTE).all()) and bool((kv_buf[-GUARD_PAGES:] == GUARD_BYTE).all())):
-        problems.append("a kv_cache guard byte changed")
-    if not torch.equal(state_buf.nan_to_num(7.0), state_guard.nan_to_num(7.0)):
-        problems.append("state_cache changed")
-    report = check_cache(sw.as_operator(torch.tensor(bnd, device=device)).checked_args(), sw.kv_cache, before)
+    problems = guards.problems(device)
+    report = check_cache(sw.as_operator(torch.tensor(bnd, device=device)).checked_args(), sw.kv_cache, guards.before)
     if not report.ok:
         problems.append(str(report))
     elif report.num_outputs_written != 3:
