@@ -105,20 +105,25 @@ def boundaries_in_registers(positions_ptr, kv_slot_ptr, state_slot_ptr, num_toke
     """A small step's search kept in the program (``num_tokens <= INLINE_T``): ``(offs, flag,
     rank, count)``, the ``[INLINE_T]`` token indices, their flags and inclusive prefix sums, and
     the count. ``nth_boundary`` reads an output's token from them, with no list in memory."""
-    return boundaries_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, 0, num_tokens, INLINE_T, C,
-                              HAS_STATE_SLOTS)
-
-
-@triton.jit
-def boundaries_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num_tokens, TILE: tl.constexpr,
-                       C: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr):
-    """``boundaries_in_registers`` for the ``TILE`` tokens from token ``first`` on (those below
-    ``num_tokens``): a gather whose programs each own a tile of a step's tokens finds its own
-    outputs with no list in memory."""
-    offs = first + tl.arange(0, TILE)
+    offs = tl.arange(0, INLINE_T)
     flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, num_tokens, C, HAS_STATE_SLOTS)
     rank = tl.cumsum(flag, axis=0)
     return offs, flag, rank, tl.sum(flag, axis=0)
+
+
+@triton.jit
+def next_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num_tokens, after,
+                          TILE: tl.constexpr, C: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr):
+    """``(lane, count)`` for the ``TILE`` tokens from token ``first`` on (those below
+    ``num_tokens``): the least lane above ``after`` whose token gives an output (``TILE`` if none),
+    and how many lanes above ``after`` do. A program that owns a tile of a step's tokens takes
+    its outputs one at a time, ``after`` the last one's lane, reading the tile's index entries
+    again (from cache) instead of keeping a ``[TILE]`` vector live across each output's gather."""
+    lanes = tl.arange(0, TILE)
+    flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, first + lanes, num_tokens, C,
+                           HAS_STATE_SLOTS)
+    flag = flag * (lanes > after)
+    return tl.min(tl.where(flag != 0, lanes, TILE), axis=0), tl.sum(flag, axis=0)
 
 
 @triton.jit

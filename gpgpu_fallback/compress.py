@@ -19,7 +19,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ascend_kvc.boundaries import boundaries_in_tile, counted_outputs, nth_boundary, search_in_program
+from ascend_kvc.boundaries import counted_outputs, next_boundary_in_tile, search_in_program
 from ascend_kvc.stages.fused import store_output
 from ascend_kvc.triton_helpers import resolve_output, resolve_token
 
@@ -55,19 +55,27 @@ def _window_compress_kernel(
     that many tokens) from each program's own search (``boundaries.search_in_program``).
 
     With ``TOKEN_TILE`` (a step of few requests) the grid is ``(tile of TOKEN_TILE tokens, window
-    piece, head-dim tile)`` instead: each program finds its tile's boundary tokens in registers
-    and does their work items one after another, an output's scratch indexed by its token."""
+    piece, head-dim tile)`` instead: each program finds its tile's boundary tokens and does their
+    work items one after another; ``num_outputs`` is then the scratch's slots, one a tile and one
+    a token (``route.CompressPlan``)."""
     D_TILES: tl.constexpr = 512 // BLOCK_D
     pid = tl.program_id(0)
     if COUNTED:
         if TOKEN_TILE > 0:
             tile, sub = pid // (SPLITS * D_TILES), pid % (SPLITS * D_TILES)
-            offs, flag, rank, count = boundaries_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr,
-                                                         tile * TOKEN_TILE, num_tokens, TOKEN_TILE, C, HAS_STATE_SLOTS)
+            first = tile * TOKEN_TILE
+            lane, count = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first, num_tokens,
+                                                -1, TOKEN_TILE, C, HAS_STATE_SLOTS)
             for k in range(count):
-                token = nth_boundary(offs, flag, rank, k)
+                if k > 0:  # the next output's lane, after the last one's
+                    lane, _ = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
+                                                    num_tokens, lane, TOKEN_TILE, C, HAS_STATE_SLOTS)
+                token = (first + lane).to(tl.int64)
+                # Scratch slot: a tile's first output takes the tile's own (as dense as the indexed
+                # call's); a further one (a tile that ends several requests' windows) num_tiles + its token.
+                slot = tl.where(k == 0, tile, tl.cdiv(num_tokens, TOKEN_TILE) + token)
                 _compress_work_item(
-                    token * (SPLITS * D_TILES) + sub, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr,
+                    slot * (SPLITS * D_TILES) + sub, token, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr,
                     slot_mapping_ptr, block_table_ptr, weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
                     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
                     cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
@@ -83,7 +91,7 @@ def _window_compress_kernel(
             items = n * (SPLITS * D_TILES)
             for work in range(pid, items, tl.num_programs(0)):
                 _compress_work_item(
-                    work, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+                    work, 0, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
                     weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
                     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
                     cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
@@ -91,7 +99,7 @@ def _window_compress_kernel(
                     NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP, False)
     else:
         _compress_work_item(
-            pid, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+            pid, 0, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
             weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
             num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
             cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
@@ -101,7 +109,7 @@ def _window_compress_kernel(
 
 @triton.jit
 def _compress_work_item(
-    work, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+    work, token, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
     weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
     cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
@@ -112,7 +120,8 @@ def _compress_work_item(
 ):
     """Work item ``work`` = ``(output, window piece, head-dim tile)``: gather the piece, leave its
     state, count the arrival; the last of the output's items merges and stores the slot. With
-    ``BY_TOKEN`` the output is the boundary token itself (its index, not its place in a list)."""
+    ``BY_TOKEN`` the output is boundary token ``token`` (not a place in a list), and ``work``'s
+    output is only its scratch slot."""
     D_TILES: tl.constexpr = 512 // BLOCK_D
     d_tile = work % D_TILES
     piece = (work // D_TILES) % SPLITS
@@ -120,7 +129,7 @@ def _compress_work_item(
     dims = d_tile * BLOCK_D + tl.arange(0, BLOCK_D)
 
     if BY_TOKEN:
-        ok, req, pos, slot = resolve_token(i, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+        ok, req, pos, slot = resolve_token(token, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
                                            num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
     else:
         ok, req, pos, slot = resolve_output(

@@ -108,8 +108,7 @@ class CompressPlan:
                   else window_splits(tiles, n, max_cols, steps.blocks, units))
         cols_per_split = triton.cdiv(triton.cdiv(max_cols, splits), steps.blocks) * steps.blocks
         self.splits = splits
-        self.scratch_floats = n * splits * (3 * HEAD_DIM + 1)
-        self.num_outputs = n
+        self.num_outputs = n  # outputs with scratch (a step: its token count, their bound)
         self.step = step
         self.search_launchers: list[tuple[KernelLauncher, bool]] = []  # (launcher, is the list kernel)
         inline_t = 0  # a step small enough to be searched inside the kernel: its token tile
@@ -117,11 +116,6 @@ class CompressPlan:
         if self.step:
             num_tokens = args.token_to_req.shape[0]
             search = plan_search(num_tokens, units)
-            # int32 regions after the piece states: the boundary list, its count, the chunk counts
-            self._list_at = _aligned(self.scratch_floats)
-            self._count_at = self._list_at + _aligned(num_tokens)
-            self._counts_at = self._count_at + _ALIGN_FLOATS  # the count: [total, unsplit, split]
-            self.scratch_floats = self._counts_at + _aligned(search.programs)
             self._search_scalars = (num_tokens, search.chunk, 0, 1, 0)  # no work split: all outputs unsplit
             count_cx, list_cx = search_constexprs(C, bool(step_state_slots))
             self._multi_chunk = search.programs > 1
@@ -129,15 +123,24 @@ class CompressPlan:
                 inline_t = max(16, triton.next_power_of_2(num_tokens))
             elif args.block_table.shape[0] <= STEP_TILE_MAX_REQUESTS:
                 token_tile = C
+                # scratch slots: one a tile (its first output), one a token (a tile's further ones)
+                self.num_outputs = triton.cdiv(n, C) + n
             else:
                 if self._multi_chunk:
                     self.search_launchers.append(
                         (KernelLauncher(_count_boundaries_kernel, (search.programs,), count_cx, {}), False))
                 self.search_launchers.append(
                     (KernelLauncher(_list_boundaries_kernel, (search.programs,), list_cx, {}), True))
+        self.scratch_floats = self.num_outputs * splits * (3 * HEAD_DIM + 1)
+        if self.step:
+            # int32 regions after the piece states: the boundary list, its count, the chunk counts
+            self._list_at = _aligned(self.scratch_floats)
+            self._count_at = self._list_at + _aligned(num_tokens)
+            self._counts_at = self._count_at + _ALIGN_FLOATS  # the count: [total, unsplit, split]
+            self.scratch_floats = self._counts_at + _aligned(search.programs)
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         self.scalars = (
-            n, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], args.num_slots,
+            self.num_outputs, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], args.num_slots,
             cs.shape[0], bs, cols_per_split,
             st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1), cs.stride(0), cs.stride(1),
             # out=None: a new contiguous tensor (pages of P * 584 bytes, or bf16 rows of 512)
