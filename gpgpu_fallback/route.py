@@ -14,10 +14,9 @@ its counted form, one of three ways, chosen from what the host knows without a s
 
 - a step of at most ``STEP_INLINE_TOKENS`` tokens (decode): every program searches the step's
   tokens itself, then a grid-stride loop over the counted outputs' work items; one launch;
-- a larger step of at most ``STEP_TILE_MAX_REQUESTS`` requests (prefill chunks), or any step of a
-  ratio up to ``STEP_TILE_MAX_RATIO`` (4): one program per C tokens and work item of an output;
-  each finds its tile's boundary tokens itself; one launch, the grid of the call with the indices
-  given where each request's tokens are whole windows;
+- a larger step of at most ``STEP_TILE_MAX_REQUESTS`` requests (prefill chunks): one program per
+  C tokens and work item of an output; each finds its tile's boundary tokens in registers; one
+  launch, the grid of the call with the indices given where each request's tokens are whole windows;
 - any other step: the boundary search of ``ascend_kvc.boundaries`` into the same scratch (one or
   two launches), then the grid-stride loop over the work items of the outputs it counted.
 
@@ -54,11 +53,6 @@ STEP_INLINE_TOKENS = 1024
 # tiles (a decode batch whose requests reach a window's end together), so those steps keep the
 # search and its list, which the grid shares evenly.
 STEP_TILE_MAX_REQUESTS = 16
-# A step of a ratio up to this takes the token tiles whatever its size: a tile of C tokens holds at
-# most C boundary tokens, so its programs never do more than C outputs in turn, and a decode step
-# needs no search inside the kernel either (its boundary list and read-back cost more than a tile
-# of 4 tokens a program; bench/RESULTS.md).
-STEP_TILE_MAX_RATIO = 16
 # A step's grid: at most this many programs per compute unit loop over the counted work items.
 STEP_PROGRAMS_PER_UNIT = 16
 # The same for a step searched inside the kernel, where every program runs the search before it
@@ -125,10 +119,9 @@ class CompressPlan:
             self._search_scalars = (num_tokens, search.chunk, 0, 1, 0)  # no work split: all outputs unsplit
             count_cx, list_cx = search_constexprs(C, bool(step_state_slots))
             self._multi_chunk = search.programs > 1
-            few_requests = args.block_table.shape[0] <= STEP_TILE_MAX_REQUESTS
-            if num_tokens <= STEP_INLINE_TOKENS and C > STEP_TILE_MAX_RATIO:
+            if num_tokens <= STEP_INLINE_TOKENS:
                 inline_t = max(16, triton.next_power_of_2(num_tokens))
-            elif C <= STEP_TILE_MAX_RATIO or few_requests:
+            elif args.block_table.shape[0] <= STEP_TILE_MAX_REQUESTS:
                 token_tile = C
                 # scratch slots: one a tile (its first output), one a token (a tile's further ones)
                 self.num_outputs = triton.cdiv(n, C) + n

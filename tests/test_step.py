@@ -249,21 +249,6 @@ def test_gpgpu_token_tiles(case, work, monkeypatch):
     assert report.num_outputs_written == len(expected_boundaries(sw)) >= (12 if case == "crowded" else 2)
 
 
-@pytest.mark.parametrize("overlap", [False, True])
-def test_gpgpu_ratio_4_decode_takes_token_tiles(overlap):
-    """Ratio 4 plans every step on the token tiles, a decode batch of many requests too (a tile
-    of 4 tokens holds at most 4 boundary tokens): 40 requests of one token, 30 of them closing a
-    window, so that most tiles do several outputs one after another, and one launch."""
-    spans = [(4 * (r + 1) - 1 if r % 4 else 4 * r + 1, 1) for r in range(40)]
-    sw = make_step_workload(spans, 4, block_size=8, seed=67, state_slots=True, overlap=overlap, device=DEVICE)
-    step_module.clear_step_plans()
-    before = run_step(sw, "gpgpu")
-    (plan,) = step_module._STEP_PLANS.values()
-    assert gpgpu_plan_path(plan) == "token-tiles" and not plan.search_launchers
-    report = judge(sw, sw.kv_cache, before)
-    assert report.num_outputs_written == len(expected_boundaries(sw)) == 30
-
-
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("route,path", memcheck.step_runs())
 def test_step_with_bad_indices_touches_nothing_else(route, path):

@@ -173,9 +173,9 @@ def check_scenario(route: str, name: str, defect: Callable, C: int, block_size: 
 # STEP_INLINE_TOKENS tokens), one tile of C tokens a program (few requests), or the search
 # kernels' list (more requests than STEP_TILE_MAX_REQUESTS).
 GPGPU_STEP_PATHS = {
-    "inline": dict(STEP_TILE_MAX_RATIO=0),
+    "inline": {},
     "token-tiles": dict(STEP_INLINE_TOKENS=0),
-    "search": dict(STEP_INLINE_TOKENS=0, STEP_TILE_MAX_REQUESTS=0, STEP_TILE_MAX_RATIO=0),
+    "search": dict(STEP_INLINE_TOKENS=0, STEP_TILE_MAX_REQUESTS=0),
 }
 
 
