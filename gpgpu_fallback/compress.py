@@ -66,17 +66,28 @@ def _window_compress_kernel(
             first = tile * TOKEN_TILE
             lane, count = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first, num_tokens,
                                                 -1, TOKEN_TILE, C, HAS_STATE_SLOTS)
-            for k in range(count):
-                if k > 0:  # the next output's lane, after the last one's
-                    lane, _ = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
-                                                    num_tokens, lane, TOKEN_TILE, C, HAS_STATE_SLOTS)
-                token = (first + lane).to(tl.int64)
-                # Scratch slot: a tile's first output takes the tile's own (as dense as the indexed
-                # call's); a further one (a tile that ends several requests' windows) num_tiles + its token.
-                slot = tl.where(k == 0, tile, tl.cdiv(num_tokens, TOKEN_TILE) + token)
+            # The tile's first output outside any loop, as the indexed call's program runs its one
+            # (a gather nested in a loop over outputs ran far slower on an H100; bench/RESULTS.md),
+            # its scratch at the tile's own slot (as dense as the indexed call's).
+            if count > 0:
                 _compress_work_item(
-                    slot * (SPLITS * D_TILES) + sub, token, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr,
-                    slot_mapping_ptr, block_table_ptr, weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
+                    tile * (SPLITS * D_TILES) + sub, (first + lane).to(tl.int64),
+                    state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+                    weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
+                    num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+                    cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
+                    C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
+                    NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP, True)
+            # A tile that ends several requests' windows: its further outputs one after another, each
+            # after the last one's lane, their scratch at num_tiles + their token.
+            for _ in range(1, count):
+                lane, _n = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first, num_tokens,
+                                                 lane, TOKEN_TILE, C, HAS_STATE_SLOTS)
+                token = (first + lane).to(tl.int64)
+                _compress_work_item(
+                    (tl.cdiv(num_tokens, TOKEN_TILE) + token) * (SPLITS * D_TILES) + sub, token,
+                    state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+                    weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
                     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
                     cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
                     C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
