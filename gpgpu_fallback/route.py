@@ -15,13 +15,14 @@ its counted form, one of three ways, chosen from what the host knows without a s
 - a step of at most ``STEP_INLINE_TOKENS`` tokens (decode): every program searches the step's
   tokens itself, then a grid-stride loop over the counted outputs' work items; one launch;
 - a larger step of at most ``STEP_TILE_MAX_REQUESTS`` requests (prefill chunks): one program per
-  C tokens and work item of an output; each finds its tile's boundary tokens in registers; one
-  launch, the grid of the call with the indices given where each request's tokens are whole windows;
+  C tokens and work item of an output; each finds its tile's boundary tokens itself and runs the
+  first as the indexed call's program runs its one; one launch, the grid of the call with the
+  indices given where each request's tokens are whole windows;
 - any other step: the boundary search of ``ascend_kvc.boundaries`` into the same scratch (one or
   two launches), then the grid-stride loop over the work items of the outputs it counted.
 
-Scratch is sized for the step's token count (the outputs' upper bound; with token tiles an
-output's scratch is its token's); tiles and window pieces are tuned for the outputs a step
+Scratch is sized for the step's token count (the outputs' upper bound; with token tiles a slot a
+tile for its first output, then a slot a token for a tile's further ones); tiles and window pieces are tuned for the outputs a step
 typically has (``_step_splits``).
 """
 
