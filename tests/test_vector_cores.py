@@ -122,19 +122,20 @@ def test_repeat_calls_cost_about_a_microsecond_over_torch_npus_own_queries(npu):
     calls = 20000
 
     def per_call(fn):
-        best = float("inf")
-        for _ in range(5):
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            best = min(best, (time.perf_counter() - start) / calls)
-        return best
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        return (time.perf_counter() - start) / calls
 
     ascend_programs(dev)
-    ours = per_call(lambda: ascend_programs(dev))
-    theirs = per_call(lambda: (vector_cores_override(), npu.current_stream(0), npu.get_device_limit(0),
-                               npu.get_stream_limit(stream)))
-    added = ours - theirs
+    # Each round times both back to back, so that a busy host (a GPU suite's 12 workers) slows
+    # both alike; the least difference of five rounds is the cost.
+    ours, added = float("inf"), float("inf")
+    for _ in range(5):
+        mine = per_call(lambda: ascend_programs(dev))
+        theirs = per_call(lambda: (vector_cores_override(), npu.current_stream(0), npu.get_device_limit(0),
+                                   npu.get_stream_limit(stream)))
+        ours, added = min(ours, mine), min(added, mine - theirs)
     print(f"ascend_programs on an NPU: {ours * 1e6:.2f} us a call, {added * 1e6:.2f} us over the environment "
           "read and the limit queries")
     assert added < 5e-6, f"{added * 1e6:.2f} us a call over the environment read and torch-npu's queries"
