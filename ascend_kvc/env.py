@@ -58,7 +58,9 @@ def _version(name: str, path: list[str] | None = None) -> str | None:
     return dists[0].version if dists else None
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
+    """The checkout's commit (``+dirty`` with uncommitted changes to tracked files), ``None`` for an
+    installed wheel; ``ASCEND_KVC_COMMIT`` names it where the tree travelled without ``.git``."""
     if os.environ.get("ASCEND_KVC_COMMIT"):
         return os.environ["ASCEND_KVC_COMMIT"]
     if not (_REPO / ".git").exists() or not (_REPO / "pyproject.toml").exists():
@@ -183,7 +185,7 @@ def _npu_cores(index: int) -> dict:
 def collect(devices: bool = True) -> dict:
     """Everything the report shows, as a JSON-serialisable dict; ``devices=False`` skips driver queries."""
     info: dict = {}
-    info["ascend_kvc"] = _guard(lambda: {"version": _package_version(), "commit": _git_commit(),
+    info["ascend_kvc"] = _guard(lambda: {"version": _package_version(), "commit": git_commit(),
                                         "path": str(Path(__file__).resolve().parent)})
     info["python"] = f"{platform.python_version()} ({platform.python_implementation()}, {platform.machine()})"
     info["platform"] = platform.platform()

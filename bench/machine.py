@@ -8,7 +8,6 @@ import os
 import platform
 import subprocess
 import time
-from pathlib import Path
 
 import torch
 
@@ -33,17 +32,10 @@ def synchronize(device: str) -> None:
 
 
 def git_commit() -> str:
-    """The checkout's commit; ``ASCEND_KVC_COMMIT`` names it where the tree travelled without .git."""
-    if os.environ.get("ASCEND_KVC_COMMIT"):
-        return os.environ["ASCEND_KVC_COMMIT"]
-    try:
-        root = Path(__file__).resolve().parent.parent
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return (out.stdout.strip() or "unknown") + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    """The checkout's commit (``ascend_kvc.env.git_commit``), ``unknown`` outside one."""
+    from ascend_kvc.env import git_commit as checkout_commit
+
+    return checkout_commit() or "unknown"
 
 
 def machine_info(device: str) -> dict:

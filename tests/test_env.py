@@ -120,3 +120,20 @@ def test_env_cli_with_triton_ascend_in_a_side_folder_and_a_broken_torch_npu(tmp_
 def test_this_environment_passes_the_check():
     check_triton_install()  # the test run itself imported ascend_kvc; this names the reason if not
     assert issubclass(TritonConflictError, ImportError)
+
+
+def test_the_commit_comes_from_one_place(monkeypatch):
+    """The report and the benchmark's machine line name the same commit: ``ASCEND_KVC_COMMIT`` where
+    the tree travelled without .git, else git's (this checkout's HEAD), else ``unknown`` in the
+    benchmark's line."""
+    from bench.machine import git_commit
+
+    monkeypatch.setenv("ASCEND_KVC_COMMIT", "abc1234")
+    assert env.git_commit() == git_commit() == "abc1234"
+    monkeypatch.delenv("ASCEND_KVC_COMMIT")
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=Path(__file__).resolve().parent.parent,
+                          capture_output=True, text=True).stdout.strip()
+    if head:
+        assert env.git_commit().split("+")[0] == git_commit().split("+")[0] == head
+    monkeypatch.setattr(env, "git_commit", lambda: None)
+    assert git_commit() == "unknown"
