@@ -34,7 +34,8 @@ def _window_compress_kernel(
     block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
     weight_ptr,  # in, [512], bfloat16/float32
     cos_sin_ptr,  # in, [max_pos, 64], float32
-    kv_cache_ptr,  # out, uint8 [num_pages, SLOTS_PER_PAGE * 584] (pages kv_s0 apart) or bfloat16 rows of 512 (KV_FORMAT 2)
+    kv_cache_ptr,  # out, uint8 [num_pages, SLOTS_PER_PAGE * 584] (pages kv_s0 apart),
+    #              or bfloat16 rows of 512 (KV_FORMAT 2)
     part_ptr,  # scratch, [num_outputs, 3, SPLITS, 512] float32 states, then [num_outputs, SPLITS] bad-block counts
     arrivals_ptr,  # scratch, [>= num_outputs], int32: zero before and after the launch
     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
@@ -102,7 +103,8 @@ def _window_compress_kernel(
             items = n * (SPLITS * D_TILES)
             for work in range(pid, items, tl.num_programs(0)):
                 _compress_work_item(
-                    work, 0, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+                    work, 0,
+                    state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
                     weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
                     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
                     cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,

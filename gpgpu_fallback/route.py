@@ -22,8 +22,8 @@ its counted form, one of three ways, chosen from what the host knows without a s
   two launches), then the grid-stride loop over the work items of the outputs it counted.
 
 Scratch is sized for the step's token count (the outputs' upper bound; with token tiles a slot a
-tile for its first output, then a slot a token for a tile's further ones); tiles and window pieces are tuned for the outputs a step
-typically has (``_step_splits``).
+tile for its first output, then a slot a token for a tile's further ones); tiles and window
+pieces are tuned for the outputs a step typically has (``_step_splits``).
 """
 
 from __future__ import annotations
