@@ -128,7 +128,8 @@ def build_ladder(rows: list[dict], info: dict):
                 ys = [_x_floor(by_stage[f"ascend:{s}"]) if f"ascend:{s}" in by_stage else None for s in stages]
                 ax.plot(range(len(stages)), [math.nan if y is None else y for y in ys], LAYOUT_STYLE[layout],
                         color=color, marker="o", markersize=4, linewidth=1.6)
-                fails = [i for i, s in enumerate(stages) if f"ascend:{s}" in by_stage and failed(by_stage[f"ascend:{s}"])]
+                fails = [i for i, s in enumerate(stages)
+                         if f"ascend:{s}" in by_stage and failed(by_stage[f"ascend:{s}"])]
                 if fails:
                     any_fail = True
                     ax.plot(fails, [0.96] * len(fails), "X", markerfacecolor=color, markeredgecolor=FAIL_COLOR,
@@ -161,7 +162,8 @@ def _two_lines(name: str, width: int = 13) -> str:
 def _ladder_legend(fig, plt, sizes, colors, layouts, any_fail: bool) -> None:
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], color=col, marker="o", markersize=4, label=_size_label(s)) for s, col in zip(sizes, colors)]
+    handles = [Line2D([], [], color=col, marker="o", markersize=4, label=_size_label(s))
+               for s, col in zip(sizes, colors)]
     handles += [Line2D([], [], color="gray", linestyle=LAYOUT_STYLE[lo], label=lo) for lo in layouts]
     if any_fail:
         handles.append(Line2D([], [], marker="X", linestyle="", markersize=11, markerfacecolor="white",
@@ -304,7 +306,8 @@ def _floor_legend(fig, style, layouts, read_gbs, any_fail: bool) -> None:
                        markerfacecolor="gray" if lo == "contiguous" else "white", label=lo) for lo in layouts]
     if any_fail:
         handles.append(Line2D([], [], marker="X", linestyle="", markersize=11, markerfacecolor="white",
-                              markeredgecolor=FAIL_COLOR, markeredgewidth=1.5, label="failed the oracle\n(fill: route)"))
+                              markeredgecolor=FAIL_COLOR, markeredgewidth=1.5,
+                              label="failed the oracle\n(fill: route)"))
     fig.legend(handles=handles, loc="center right", frameon=False)
 
 
@@ -379,7 +382,8 @@ def build_launch(rows: list[dict], info: dict):
     axes[0].set_yticks(ys)
     axes[0].set_yticklabels([short_route(r) for r in routes])
     axes[0].invert_yaxis()
-    fig.suptitle(f"What launches cost, per call (median over cases and layouts; whiskers min-max)\n{_device_title(info)}")
+    fig.suptitle("What launches cost, per call (median over cases and layouts; whiskers min-max)\n"
+                 f"{_device_title(info)}")
     fig.tight_layout(w_pad=3.0)
     return fig
 

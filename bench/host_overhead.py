@@ -29,7 +29,8 @@ def host_us(call, n: int = 300, idle: bool = False) -> list[float]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.host_overhead", description=__doc__.strip(),
                                 formatter_class=HelpFormatter,
-                                epilog="example:\n  python -m bench.host_overhead --cases 1,8192,128 --route ascend --profile\n")
+                                epilog="example:\n"
+                                       "  python -m bench.host_overhead --cases 1,8192,128 --route ascend --profile\n")
     p.add_argument("--cases", nargs="+", metavar="R,T,C", help="these cases (default: every official case)")
     p.add_argument("--route", default="gpgpu", help="the route to call")
     p.add_argument("--out-none", action="store_true", help="out=None (a new zeroed cache per call)")

@@ -8,13 +8,14 @@ from pathlib import Path
 
 # (row key, table header); the CSV keeps every key, the printed table these.
 TABLE = [("case", "case"), ("layout", "layout"), ("route", "route"), ("check", "check"), ("ms", "median ms"),
-         ("device_ms", "device ms"), ("p20", "p20"), ("p80", "p80"), ("x_floor", "x floor"), ("gbs", "GB/s"), ("pct_read_bw", "% read BW"),
+         ("device_ms", "device ms"), ("p20", "p20"), ("p80", "p80"), ("x_floor", "x floor"), ("gbs", "GB/s"),
+         ("pct_read_bw", "% read BW"),
          ("x_ref", "vs ref"), ("graph_ms", "graph ms"), ("graph_x_floor", "graph / floor"),
          ("kernels", "kernels"), ("triton_launches", "triton launches"), ("aten_ops", "aten ops"),
          ("host_us", "host us")]
 COLUMNS = [key for key, _ in TABLE]
-TIMED = {"ms", "device_ms", "p20", "p80", "x_floor", "gbs", "pct_read_bw", "x_ref", "graph_ms", "graph_x_floor", "kernels",
-         "triton_launches", "aten_ops", "host_us"}
+TIMED = {"ms", "device_ms", "p20", "p80", "x_floor", "gbs", "pct_read_bw", "x_ref", "graph_ms", "graph_x_floor",
+         "kernels", "triton_launches", "aten_ops", "host_us"}
 
 
 def _fmt(v, col: str) -> str:
@@ -74,7 +75,8 @@ def format_table(rows: list[dict], device: str) -> str:
     if device == "cpu":
         lines.append("")
         lines.append("(CPU functional run: Triton routes under the interpreter; times say nothing about a GPU or NPU. "
-                     "Columns that need a device or more than one timed call are left out; the CSV and JSON keep them.)")
+                     "Columns that need a device or more than one timed call are left out; "
+                     "the CSV and JSON keep them.)")
     return "\n".join(lines)
 
 
@@ -125,7 +127,8 @@ def build_parser():
 
     p = argparse.ArgumentParser(prog="python -m bench.report", formatter_class=HelpFormatter,
                                 description="Redraw the report of a saved run (python -m bench --json or --report).",
-                                epilog="example:\n  python -m bench.report bench/out/h200-2026-12-02/bench.json redrawn/\n")
+                                epilog="example:\n"
+                                       "  python -m bench.report bench/out/h200-2026-12-02/bench.json redrawn/\n")
     p.add_argument("results_json", help="bench.json of a run (python -m bench --json or --report)")
     p.add_argument("dir", help="folder to write report.md, the CSV/JSON and the figures into")
     return p

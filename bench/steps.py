@@ -105,8 +105,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="where to run (default: the first available of cuda, npu, cpu)")
     p.add_argument("--routes", default=",".join(ROUTES), help=f"comma-separated routes (default: {','.join(ROUTES)})")
     p.add_argument("--small", action="store_true", help="interpreter-sized workloads, for a CPU (default: off)")
-    p.add_argument("--no-official", action="store_true", help="leave out the official cases run as steps (default: off)")
-    p.add_argument("--host-calls", type=int, default=200, help="calls timed for the host time on a GPU or NPU (default: 200)")
+    p.add_argument("--no-official", action="store_true",
+                   help="leave out the official cases run as steps (default: off)")
+    p.add_argument("--host-calls", type=int, default=200,
+                   help="calls timed for the host time on a GPU or NPU (default: 200)")
     p.add_argument("--json", metavar="PATH", help="write the machine line and every row (default: not written)")
     a = p.parse_args(argv)
     from ascend_kvc.routes import route_names

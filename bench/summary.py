@@ -86,7 +86,8 @@ def correctness_lines(rows: list[dict]) -> list[str]:
 def headline_lines(rows: list[dict]) -> list[str]:
     """Which route and which Ascend rung win, over how many (case, layout) pairs, how far from the floor."""
     lines = []
-    for label, pick in (("Fastest route", lambda r: True), ("Fastest Ascend rung", lambda r: r["route"].startswith("ascend:"))):
+    for label, pick in (("Fastest route", lambda r: True),
+                        ("Fastest Ascend rung", lambda r: r["route"].startswith("ascend:"))):
         wins: dict[str, list[dict]] = {}
         pairs = _pairs(rows)
         for case, layout in pairs:

@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.sweep_gpgpu", description=__doc__.strip(),
                                 formatter_class=HelpFormatter,
                                 epilog="examples:\n  python -m bench.sweep_gpgpu --big --json sweep.json\n"
-                                       "  python -m bench.sweep_gpgpu --cases 8,131072,512 --tiles 512,16,4,3 512,32,8,2,8,16,1\n"
+                                       "  python -m bench.sweep_gpgpu --cases 8,131072,512 "
+                                       "--tiles 512,16,4,3 512,32,8,2,8,16,1\n"
                                        "  python -m bench.sweep_gpgpu --cases C4 --tiles 512,8,4,2 256,16,2,2\n")
     p.add_argument("--json", metavar="PATH", help="also write the machine facts and every result here")
     p.add_argument("--big", action="store_true", help="only the 131072-token cases")
@@ -129,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
                 row["eager_ms"] = time_ms(call)
                 print(f"{w.name} tiles {label}: graph {row['graph_ms'] * 1e3:.1f} us "
                       f"({row['graph_ms'] / floor_ms:.2f}x floor {floor_ms * 1e3:.1f} us), "
-                      f"eager {row['eager_ms'] * 1e3:.1f} us ({row['eager_ms'] / row['graph_ms']:.2f}x graph)", flush=True)
+                      f"eager {row['eager_ms'] * 1e3:.1f} us ({row['eager_ms'] / row['graph_ms']:.2f}x graph)",
+                      flush=True)
             else:
                 print(f"{w.name} tiles {label}: FAILED {report}", flush=True)
             results.append(row)

@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.passes < 1:
         p.error("--passes must be >= 1")
     check_route_or_exit(p, "--routes", a.routes)
-    for flag, values in (("--variant", a.variant), ("--variant-true", a.variant_true), ("--variant-tag", a.variant_tag)):
+    for flag, values in (("--variant", a.variant), ("--variant-true", a.variant_true),
+                         ("--variant-tag", a.variant_tag)):
         for v in values:
             label, _, rest = v.partition("=")
             if not label or not rest:

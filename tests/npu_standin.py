@@ -115,7 +115,8 @@ class FakeNpu:
 
     def get_stream_limit(self, stream):
         self.queries["get_stream_limit"] += 1
-        return {"cube_core_num": 0, "vector_core_num": self.stream_limits.get((stream.device_index, stream.stream_id), 0)}
+        return {"cube_core_num": 0,
+                "vector_core_num": self.stream_limits.get((stream.device_index, stream.stream_id), 0)}
 
     def get_device_limit(self, device):
         self.queries["get_device_limit"] += 1

@@ -151,8 +151,8 @@ def _fused_ttir(split: bool) -> str:
     pytest.importorskip("triton.backends.nvidia.compiler", reason="needs community Triton's CUDA back end")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-c", f"SPLIT = {split}\n" + _FUSED_TTIR], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, "-c", f"SPLIT = {split}\n" + _FUSED_TTIR], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 

@@ -95,7 +95,8 @@ def test_the_compiler_catches_a_unified_buffer_overflow(audit_installed, tmp_pat
     assert overflows["ub_bits"] > overflows["ub_available_bits"] == audit.UB_BITS_910B
     assert not overflows["cached"]
     report = {"entries": [{"stage": "probe", "C": 0, "block_size": 64, "state_dtype": "float32",
-                           "kernels": [specs[1].key]}], "results": {specs[1].key: {**overflows, "spec": specs[1].as_dict()}}}
+                           "kernels": [specs[1].key]}],
+              "results": {specs[1].key: {**overflows, "spec": specs[1].as_dict()}}}
     assert len(audit.problems(report)) == 1 and "ub overflow" in audit.problems(report)[0]
     assert list(system_tmp.iterdir()) == []
 
@@ -160,7 +161,8 @@ def test_planned_bits_read_from_the_memory_plan(tmp_path):
     plan = {"Record": [
         {"scope": "ub", "status": "fail", "memory_info_array": [{"offset": [0], "extent": 9_999_999}]},
         {"scope": "ub", "status": "success", "memory_info_array": [
-            {"offset": [0, 32768], "extent": 262144, "buffer": "%a = memref.alloc() : memref<16x512xf32, #hivm.address_space<ub>>",
+            {"offset": [0, 32768], "extent": 262144,
+             "buffer": "%a = memref.alloc() : memref<16x512xf32, #hivm.address_space<ub>>",
              "source_location": 'loc("/x/kernel.ttadapter.mlir":2:10)'},
             {"offset": [180224], "extent": 32, "buffer": "%b = memref.alloc() : memref<1xf32, #hivm.address_space<ub>>",
              "source_location": 'loc("/x/kernel.ttadapter.mlir":1:5)'}]},
@@ -175,7 +177,7 @@ def test_planned_bits_read_from_the_memory_plan(tmp_path):
 
 
 def test_analysis_reads_a_scalarised_loop():
-    text = """
+    text = ("""
     %c0 = arith.constant 0 : index
     %c4 = arith.constant 4 : index
     %c1 = arith.constant 1 : index
@@ -184,11 +186,12 @@ def test_analysis_reads_a_scalarised_loop():
         %alloc = memref.alloc() : memref<4x64xf32>
         scf.for %i = %c0 to %c4 step %c1 {
           %e = tensor.extract %t[%i] {DiscreteMemAccess} : tensor<4xi64>
-          memref.copy %src, %dst : memref<1x64xf32, strided<[64, 1], offset: ?>> to memref<1x64xf32, strided<[64, 1], offset: ?>>
+          memref.copy %src, %dst : memref<1x64xf32, strided<[64, 1], offset: ?>> """
+            """to memref<1x64xf32, strided<[64, 1], offset: ?>>
         } {ExtractedLoadOrStore}
       }
     }
-    """
+    """)
     out = audit.analyse_linalg(text)
     assert out["scalar_loops"] == 1 and out["scalar_loops_in_hot_loop"] == 1 and out["discrete_accesses"] == 1
     assert out["copies"][0].bytes == 256 and out["copies"][0].in_scalar_loop

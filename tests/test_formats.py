@@ -186,7 +186,8 @@ FUZZ = dict(deadline=None, derandomize=True, suppress_health_check=list(HealthCh
        slots_per_page=st.sampled_from([1, 2, 3, 64, 128]), block_size=st.sampled_from([1, 3, 8, 16]),
        seed=st.integers(0, 2**16), state_dtype=st.sampled_from([torch.float32, torch.bfloat16]),
        scales=st.sampled_from([(1.0, 1.0), (30.0, 1e-3), (0.01, 1e4)]), inplace=st.booleans())
-def test_fuzz_formats_match_the_truth(kv_format, window, slots_per_page, block_size, seed, state_dtype, scales, inplace):
+def test_fuzz_formats_match_the_truth(kv_format, window, slots_per_page, block_size, seed, state_dtype, scales,
+                                      inplace):
     C, overlap, tokens = window
     w = _case(kv_format, C, overlap, tokens, slots_per_page, seed=seed, block_size=block_size,
               state_dtype=state_dtype, score_scale=scales[0], value_scale=scales[1])
@@ -206,7 +207,8 @@ def test_overlap_checks_the_older_rows_blocks_and_only_those():
     check_values(args)  # p = 3 outputs pool masked rows: nothing to refuse
     raise_on_bad_values(plan_for(args), args)
     # Output with p = 11 of request 0: its older rows 4..7 are block column 1, its newer rows column 2.
-    (i,) = ((w.positions[w.boundary_token_indices] == 11) & (w.token_to_req[w.boundary_token_indices] == 0)).nonzero()[0]
+    (i,) = ((w.positions[w.boundary_token_indices] == 11)
+            & (w.token_to_req[w.boundary_token_indices] == 0)).nonzero()[0]
     w.block_table[0, 1] = w.state_cache.shape[0]  # past the state blocks; column 1 is read by p = 7 and p = 11
     args = w.checked_args()
     for check in (lambda: check_values(args), lambda: raise_on_bad_values(plan_for(args), args)):

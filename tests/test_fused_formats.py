@@ -137,7 +137,8 @@ def _sweep() -> torch.Tensor:
     near = torch.cat([mids, mids.nextafter(torch.zeros_like(mids)), mids.nextafter(torch.full_like(mids, 1e3))])
     bf16 = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).float()
     g = torch.Generator().manual_seed(0)
-    rand = torch.randint(-2**31, 2**31 - 1, (200000,), generator=g, dtype=torch.int64).to(torch.int32).view(torch.float32)
+    rand = torch.randint(-2**31, 2**31 - 1, (200000,), generator=g,
+                         dtype=torch.int64).to(torch.int32).view(torch.float32)
     tiny = torch.tensor([0.0, -0.0, 1e-45, -1e-45, 1e-40, -3e-39, 2.0**-126, 2.0**-10, -(2.0**-10), 2.0**-149])
     x = torch.cat([pos, -pos, near, -near, bf16, rand, tiny])
     return x[x.isfinite() & (x.abs() <= 448)]

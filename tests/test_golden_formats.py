@@ -143,7 +143,8 @@ def test_oracle_fp8_truth_is_the_golden_bytes(block_size, p):
     truth = compute_truth(check_metadata(**fp8_inputs(block_size, p), out=None, kv_format="fp8_e4m3"))
     assert truth.slots.tolist() == [GOLDEN_SLOT]
     got = bytes(truth.expected[0].tolist())
-    assert got == FP8_GOLDEN_SLOT_BYTES, _first_difference(truth.expected[:1], torch.tensor([list(FP8_GOLDEN_SLOT_BYTES)]))
+    assert got == FP8_GOLDEN_SLOT_BYTES, _first_difference(truth.expected[:1],
+                                                           torch.tensor([list(FP8_GOLDEN_SLOT_BYTES)]))
     assert truth.ambiguous_elements() == 0
 
 

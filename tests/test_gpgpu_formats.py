@@ -157,7 +157,8 @@ def test_overlap_golden_bytes(block_size, slots_per_page):
     """kv_a/score_a of the older 4 rows, kv_b/score_b of the newer 4: the int8 golden slot; pooling
     only the newer rows flips every sign, swapping the halves reads the 1000s."""
     kw = overlap_inputs(block_size, slots_per_page)
-    got = c128_256_512_compress(**_on_device(kw, DEVICE), out=kw["kv_cache"].to(DEVICE), route="gpgpu", overlap=True).cpu()
+    got = c128_256_512_compress(**_on_device(kw, DEVICE), out=kw["kv_cache"].to(DEVICE), route="gpgpu",
+                                overlap=True).cpu()
     want = expected_pages(kw["kv_cache"], GOLDEN_SLOT_BYTES)
     assert torch.equal(got, want), _first_difference(got, want)
 

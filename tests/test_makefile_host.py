@@ -134,7 +134,8 @@ def _prerequisites(checkout: Path, tmp_path: Path, *, compiler: bool, python: tu
     site = tmp_path / "site-prereq"
     site.mkdir()
     if python is not None:  # an interpreter that says it is another version
-        (site / "sitecustomize.py").write_text(f"import sys\nsys.version_info = ({python[0]}, {python[1]}, 0, 'final', 0)\n")
+        (site / "sitecustomize.py").write_text("import sys\n"
+                                               f"sys.version_info = ({python[0]}, {python[1]}, 0, 'final', 0)\n")
     (bin_dir / "python3").write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} \"$@\"\n")
     if compiler:
         (bin_dir / "g++").write_text("#!/bin/sh\nexit 0\n")
@@ -142,8 +143,8 @@ def _prerequisites(checkout: Path, tmp_path: Path, *, compiler: bool, python: tu
         script.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("CC", "HOST_KIND", "MAKEFLAGS", "PYTHONPATH")}
     env["PATH"] = str(bin_dir)  # make runs its recipes with /bin/sh, by that path
-    return subprocess.run([shutil.which("make"), "--no-print-directory", "npu-prerequisites", "HOST_KIND=npu"], cwd=checkout, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run([shutil.which("make"), "--no-print-directory", "npu-prerequisites", "HOST_KIND=npu"],
+                          cwd=checkout, env=env, capture_output=True, text=True, timeout=60)
 
 
 def test_ascend_host_prerequisites_are_checked_before_anything_installs(checkout, tmp_path):

@@ -230,9 +230,9 @@ TOKEN_TILE_STEPS = {
 def test_gpgpu_token_tiles(case, work, monkeypatch):
     """A gpgpu step past ``STEP_INLINE_TOKENS`` from few requests: one launch, whose programs each
     find the boundary tokens of their own tile of C tokens; a tile's first output's scratch (piece
-    states and arrival counter) is the tile's slot, a further one's its token's. With the tiles planned here an output's pieces are
-    merged by the last; with one program a ``whole-head`` (sm90's ratio-4 tiles, one piece) each
-    program stores its output itself."""
+    states and arrival counter) is the tile's slot, a further one's its token's. With the tiles
+    planned here an output's pieces are merged by the last; with one program a ``whole-head``
+    (sm90's ratio-4 tiles, one piece) each program stores its output itself."""
     spans, C, bs, overlap, state_slots, skip = TOKEN_TILE_STEPS[case]
     if work == "whole-head":
         monkeypatch.setattr(gpgpu_route, "tiles_for", lambda *a: gpgpu_tuning.TILES_BY_RATIO[("cuda:sm90", 4)])

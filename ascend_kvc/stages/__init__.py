@@ -12,7 +12,8 @@ The rungs, bottom first, and the modules of this package that run them:
 | ``block-d256`` | ``block_gather`` (BLOCK_D 256), ``finalize`` |
 | ``block-d512`` | ``block_gather`` (BLOCK_D 512, the RMSNorm too), ``finalize`` |
 | ``byte-scatter`` | ``block_gather`` (the RoPE rotation too), ``finalize``, ``scatter`` |
-| ``triton-quant`` | ``block_gather`` (its own kernel, bf16 out), ``quantize``, ``scatter``; split: ``split_window``; ``plan`` |
+| ``triton-quant`` | ``block_gather`` (its own kernel, bf16 out), ``quantize``, ``scatter``; |
+| | split: ``split_window``; ``plan`` |
 | ``fused`` | ``fused``; split: ``split_window``; ``plan`` |
 
 Every rung computes the same bytes; they differ in how the window reaches the chip and how the

@@ -14,7 +14,8 @@ from . import driver, report
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.ascend_lowering", description=package_doc.split("\n\n")[0])
     p.add_argument("--json", metavar="PATH", help="write the full report (matrix entries and per-kernel results)")
-    p.add_argument("--jobs", type=int, default=None, help="parallel compiler processes (default: usable cores, at most 8)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="parallel compiler processes (default: usable cores, at most 8)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:

@@ -51,7 +51,8 @@ def check_install() -> None:
     if not (side / "triton").is_dir():
         raise RuntimeError(f"triton-ascend not found in {side}; `make audit` (or `make test`) installs it there")
     if not os.access(bishengir_binary(), os.X_OK):
-        raise RuntimeError(f"bishengir-compile not found at {bishengir_binary()}; `make audit` installs ascendnpu-ir there")
+        raise RuntimeError(f"bishengir-compile not found at {bishengir_binary()}; "
+                           "`make audit` installs ascendnpu-ir there")
 
 
 # ---------------------------------------------------------------- worker (triton-ascend on the path)

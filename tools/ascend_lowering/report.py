@@ -134,8 +134,8 @@ def format_data_movement(report: dict, block_size: int = 8, state_dtype: str = "
             r = res[key]
             a = r["analysis"]
             if a is None:
-                rows.append([e["stage"], short_kernel(r["spec"]["kernel"]), str(e["C"]), tile(r["spec"]), "front end failed",
-                             "", "", "", ""])
+                rows.append([e["stage"], short_kernel(r["spec"]["kernel"]), str(e["C"]), tile(r["spec"]),
+                             "front end failed", "", "", "", ""])
                 continue
             hot_depth = r["spec"]["hot_depth"]
             hot = [c for c in a["copies"] if c["depth"] >= hot_depth and not c["in_scalar_loop"]]
