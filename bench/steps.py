@@ -10,11 +10,15 @@ Per workload and route, after an oracle check of the step's bytes: graph-replay 
 graphs; none elsewhere), eager time, host time a call, launches a call (device kernels from the
 profiler on a GPU or NPU; Triton launches under the CPU interpreter), and the same for
 ``c128_256_512_compress`` given the boundary indices, with the ratio step / indices given.
+``--gpgpu-path`` forces every ``gpgpu`` step to one way of finding its boundary tokens (inside
+the kernel, token tiles, the search kernels), to compare them on the same steps; each ``gpgpu``
+row of the JSON names the way its plan took.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -22,6 +26,7 @@ import torch
 
 from ascend_kvc import c128_256_512_compress, compress_step
 from ascend_kvc.oracle import check_cache
+from ascend_kvc import step as step_module
 from ascend_kvc.step import boundary_tokens
 from ascend_kvc.workloads import (
     DECODE_STEPS, OFFICIAL_CASES, SMALL_CASES, SMALL_DECODE_STEPS, decode_step, mixed_step, official_step,
@@ -29,6 +34,7 @@ from ascend_kvc.workloads import (
 from bench.cli import make_timer, time_graph
 from bench.launches import count_device_kernels, count_framework_ops, host_us_per_call
 from bench.machine import detect_device, machine_info, machine_line, synchronize
+from tools import memcheck
 
 ROUTES = ("gpgpu", "ascend", "ascend:fused")
 
@@ -109,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="leave out the official cases run as steps (default: off)")
     p.add_argument("--host-calls", type=int, default=200,
                    help="calls timed for the host time on a GPU or NPU (default: 200)")
+    p.add_argument("--gpgpu-path", choices=["planned", *memcheck.GPGPU_STEP_PATHS], default="planned",
+                   help="how gpgpu finds a step's boundary tokens: as planned, or every step forced to one way "
+                        "(gpgpu_fallback/route.py); each row's JSON names the way taken (default: planned)")
     p.add_argument("--json", metavar="PATH", help="write the machine line and every row (default: not written)")
     a = p.parse_args(argv)
     from ascend_kvc.routes import route_names
@@ -127,9 +136,24 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"{'case':<28} {'route':<13} {'tok':>6} {'out':>4} {'step graph/eager ms':>20} "
               f"{'indexed graph/eager ms':>23} {'host us s/i':>12} {'launch s/i':>10} {'x idx':>6}")
     print(header)
+    forced = memcheck.gpgpu_step_path(a.gpgpu_path) if a.gpgpu_path != "planned" else contextlib.nullcontext()
+    with forced:
+        _run(a, routes, device, time_fn, rows)
+    print(f"timing: {time_fn.how}; x idx = step / indexed, graph replay where captured")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"machine": info, "timing": time_fn.how, "rows": rows}, f, indent=1, default=str)
+    return 0 if all(r["check"] == "ok" for r in rows) else 1
+
+
+def _run(a, routes: list[str], device: str, time_fn, rows: list[dict]) -> None:
     for kind, sw, expected in workloads(a.small, device, official=not a.no_official):
         for route in routes:
+            step_module.clear_step_plans()
             row = measure(kind, sw, expected, route, device, time_fn, a.host_calls)
+            if route == "gpgpu":  # the way the step's plan found its boundary tokens
+                plans = list(step_module._STEP_PLANS.values())
+                row["gpgpu_path"] = memcheck.gpgpu_plan_path(plans[0]) if plans else None
             rows.append(row)
             if row["check"] != "ok":
                 print(f"{row['case']:<28} {route:<13} CHECK FAILED: {row['check_detail'][:200]}")
@@ -141,11 +165,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"{_fmt(row['step_launches'], '.0f'):>4}/{_fmt(row['indexed_launches'], '<5.0f')} "
                   f"{row['x_indexed']:>6.2f}")
         del sw
-    print(f"timing: {time_fn.how}; x idx = step / indexed, graph replay where captured")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"machine": info, "timing": time_fn.how, "rows": rows}, f, indent=1, default=str)
-    return 0 if all(r["check"] == "ok" for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -38,3 +38,19 @@ def test_bench_steps_help():
     proc = subprocess.run([sys.executable, "-m", "bench.steps", "--help"], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and "--small" in proc.stdout
+
+
+def test_bench_steps_forces_a_gpgpu_path(tmp_path):
+    """``--gpgpu-path search`` runs every gpgpu step through the search kernels (their launch
+    before the kernel's), each row checked by the oracle and naming the way its plan took."""
+    env = dict(os.environ)
+    if DEVICE == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    out = tmp_path / "steps.json"
+    cmd = [sys.executable, "-m", "bench.steps", "--small", "--device", DEVICE, "--routes", "gpgpu", "--no-official",
+           "--gpgpu-path", "search", "--host-calls", "3", "--json", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert rows and all(r["check"] == "ok" and r["gpgpu_path"] == "search" for r in rows)
+    assert all(r["step_launches"] >= 2 for r in rows if r["num_outputs"])  # the list kernel, then the gather
