@@ -10,15 +10,14 @@ Per workload and route, after an oracle check of the step's bytes: graph-replay 
 graphs; none elsewhere), eager time, host time a call, launches a call (device kernels from the
 profiler on a GPU or NPU; Triton launches under the CPU interpreter), and the same for
 ``c128_256_512_compress`` given the boundary indices, with the ratio step / indices given.
-``--gpgpu-path`` forces every ``gpgpu`` step to one way of finding its boundary tokens (inside
-the kernel, token tiles, the search kernels), to compare them on the same steps; each ``gpgpu``
-row of the JSON names the way its plan took.
+``--gpgpu-path`` plans ``gpgpu``'s steps one way of finding their boundary tokens (token tiles
+where the step allows them, or the search kernels), to compare them on the same steps; each
+``gpgpu`` row of the JSON names the way its plan took.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 
@@ -115,9 +114,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="leave out the official cases run as steps (default: off)")
     p.add_argument("--host-calls", type=int, default=200,
                    help="calls timed for the host time on a GPU or NPU (default: 200)")
-    p.add_argument("--gpgpu-path", choices=["planned", *memcheck.GPGPU_STEP_PATHS], default="planned",
-                   help="how gpgpu finds a step's boundary tokens: as planned, or every step forced to one way "
-                        "(gpgpu_fallback/route.py); each row's JSON names the way taken (default: planned)")
+    p.add_argument("--gpgpu-path", choices=["planned", "token-tiles", "search"], default="planned",
+                   help="how gpgpu finds a step's boundary tokens: as planned; token tiles past a decode step "
+                        "(more than 16 requests still search); or the search kernels for every step "
+                        "(gpgpu_fallback/route.py). Each row's JSON names the way taken (default: planned)")
     p.add_argument("--json", metavar="PATH", help="write the machine line and every row (default: not written)")
     a = p.parse_args(argv)
     from ascend_kvc.routes import route_names
@@ -136,8 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"{'case':<28} {'route':<13} {'tok':>6} {'out':>4} {'step graph/eager ms':>20} "
               f"{'indexed graph/eager ms':>23} {'host us s/i':>12} {'launch s/i':>10} {'x idx':>6}")
     print(header)
-    forced = memcheck.gpgpu_step_path(a.gpgpu_path) if a.gpgpu_path != "planned" else contextlib.nullcontext()
-    with forced:
+    with memcheck.gpgpu_step_path(None if a.gpgpu_path == "planned" else a.gpgpu_path):
         _run(a, routes, device, time_fn, rows)
     print(f"timing: {time_fn.how}; x idx = step / indexed, graph replay where captured")
     if a.json:

@@ -10,7 +10,6 @@ boundary tokens) skip here and run on a CUDA machine.
 
 from __future__ import annotations
 
-import contextlib
 from types import SimpleNamespace
 
 import pytest
@@ -256,7 +255,7 @@ def test_step_with_bad_indices_touches_nothing_else(route, path):
     the table, a slot past the cache, a block id past the state cache or a negative one in their
     window give no output; the margins around ``kv_cache`` and ``state_cache`` (guard bytes, NaN
     rows) keep their values; every other output is the truth's. On gpgpu, each of its paths."""
-    with gpgpu_step_path(path) if path else contextlib.nullcontext():
+    with gpgpu_step_path(path):
         problem = memcheck.check_step(route, DEVICE)
         if path:
             assert gpgpu_plan_path(next(iter(step_module._STEP_PLANS.values()))) == path

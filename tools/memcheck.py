@@ -180,15 +180,17 @@ GPGPU_STEP_PATHS = {
 
 
 @contextlib.contextmanager
-def gpgpu_step_path(path: str):
-    """Plan gpgpu steps the ``GPGPU_STEP_PATHS[path]`` way, with fresh step plans before and after."""
+def gpgpu_step_path(path: str | None):
+    """Plan gpgpu steps the ``GPGPU_STEP_PATHS[path]`` way (``None``: as the route plans them), with
+    fresh step plans before and after."""
     from ascend_kvc.step import clear_step_plans
     from gpgpu_fallback import route as gpgpu_route
 
-    saved = {name: getattr(gpgpu_route, name) for name in GPGPU_STEP_PATHS[path]}
+    forced = GPGPU_STEP_PATHS[path] if path else {}
+    saved = {name: getattr(gpgpu_route, name) for name in forced}
     clear_step_plans()
     try:
-        for name, value in GPGPU_STEP_PATHS[path].items():
+        for name, value in forced.items():
             setattr(gpgpu_route, name, value)
         yield
     finally:
@@ -280,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps:
         for route, path in step_runs():
             try:
-                with gpgpu_step_path(path) if path else contextlib.nullcontext():
+                with gpgpu_step_path(path):
                     problem = check_step(route, device)
             except Exception as exc:
                 problem = f"raised {type(exc).__name__}: {exc}"
