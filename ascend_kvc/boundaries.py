@@ -118,11 +118,15 @@ def next_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num
     ``num_tokens``): the least lane above ``after`` whose token gives an output (``TILE`` if none),
     and how many lanes above ``after`` do. A program that owns a tile of a step's tokens takes
     its outputs one at a time, ``after`` the last one's lane, reading the tile's index entries
-    again (from cache) instead of keeping a ``[TILE]`` vector live across each output's gather."""
-    lanes = tl.arange(0, TILE)
-    flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, first + lanes, num_tokens, C,
-                           HAS_STATE_SLOTS)
-    flag = flag * (lanes > after)
+    again (from cache) instead of keeping a ``[TILE]`` vector live across each output's gather.
+
+    The lanes read are the ``TILE`` after ``after`` (those past the tile masked), so their
+    addresses depend on ``after``: the compiler cannot keep one call's ``[TILE]`` pointers and
+    masks live into the next (on an H100 that cost the token-tile kernel 40-60 registers, and a
+    one-wave grid a second wave; bench/RESULTS.md)."""
+    lanes = after + 1 + tl.arange(0, TILE)
+    flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, first + lanes,
+                           tl.minimum(num_tokens, first + TILE), C, HAS_STATE_SLOTS)
     return tl.min(tl.where(flag != 0, lanes, TILE), axis=0), tl.sum(flag, axis=0)
 
 

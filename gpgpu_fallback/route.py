@@ -66,6 +66,26 @@ STEP_INLINE_PROGRAMS_PER_UNIT = 4
 # many bytes, which caps the pieces (the official cases keep the pieces their indexed calls take).
 STEP_SCRATCH_BYTES = 2**30
 _PIECE_STATE_BYTES = (3 * HEAD_DIM + 1) * 4
+# A token-tile kernel carries a second copy of the work item (a tile's further outputs, in a loop),
+# which costs registers: on an H100, 160-190 a thread where the indexed call's kernel takes 113-128,
+# so a grid the indexed call runs in one wave took two (bench/RESULTS.md). Its plans cap the
+# registers where the cap lets the whole grid be resident at once, but never below this.
+TOKEN_TILE_MIN_REGISTERS = 128
+_SM_REGISTERS = 65536  # a streaming multiprocessor's register file, every NVIDIA GPU from Volta on
+
+
+def _caps_registers(device: torch.device) -> bool:
+    """Whether Triton takes a register cap (``maxnreg``) for ``device``: NVIDIA's backend only."""
+    return device.type == "cuda" and torch.version.hip is None
+
+
+def one_wave_registers(programs: int, warps: int, units: int) -> int | None:
+    """The most registers a thread may take for ``programs`` programs of ``warps`` warps to be
+    resident at once on ``units`` SMs (a multiple of 8, as the hardware allocates them), or
+    ``None`` where that is below ``TOKEN_TILE_MIN_REGISTERS`` or above a thread's 255."""
+    per_unit = -(-programs // units)
+    cap = _SM_REGISTERS // (per_unit * warps * 32) // 8 * 8
+    return cap if TOKEN_TILE_MIN_REGISTERS <= cap <= 255 else None
 
 
 def typical_outputs(num_tokens: int, compress_ratio: int) -> int:
@@ -157,12 +177,15 @@ class CompressPlan:
         items_per_output = splits * (HEAD_DIM // tiles.block_d)
         items = n * items_per_output
         per_unit = STEP_INLINE_PROGRAMS_PER_UNIT if inline_t else STEP_PROGRAMS_PER_UNIT
+        options = dict(num_warps=tiles.warps, num_stages=tiles.stages)
         if token_tile:
             grid = (triton.cdiv(n, token_tile) * items_per_output,)
+            cap = one_wave_registers(grid[0], tiles.warps, units) if _caps_registers(dev) else None
+            if cap is not None:
+                options["maxnreg"] = cap
         else:
             grid = (min(items, per_unit * units) if self.step else items,)
-        self.launcher = KernelLauncher(_window_compress_kernel, grid, constexprs,
-                                       dict(num_warps=tiles.warps, num_stages=tiles.stages))
+        self.launcher = KernelLauncher(_window_compress_kernel, grid, constexprs, options)
 
     def __call__(self, state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
                  cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers: list | None = None):

@@ -248,6 +248,38 @@ def test_gpgpu_token_tiles(case, work, monkeypatch):
     assert report.num_outputs_written == len(expected_boundaries(sw)) >= (12 if case == "crowded" else 2)
 
 
+def test_one_wave_registers():
+    """The token tiles' register cap: a grid's programs all resident on the SMs at once (65536
+    registers each, allocated per thread in eights), never below 128 or above a thread's 255."""
+    one_wave = gpgpu_route.one_wave_registers
+    assert one_wave(2048, 1, 132) == 128  # the 8192-token C=128 step on an H100 or H200: 16 a SM
+    assert one_wave(1024, 2, 132) == 128  # C=512: 8 programs of 2 warps a SM
+    assert one_wave(1500, 1, 132) == 168  # 12 a SM: 170 registers, down to a multiple of 8
+    assert one_wave(2048, 1, 114) is None  # 18 a SM: 113, a cap that would spill too much
+    assert one_wave(1000, 1, 132) is None  # 8 a SM: any thread fits
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="registers of a compiled CUDA kernel")
+def test_gpgpu_token_tiles_fit_one_wave():
+    """The official 8192-token C=128 step on its token tiles: all of its programs resident at once,
+    as the indexed call's are (the loop over a tile's further outputs took 160 registers a thread
+    on an H100 without the cap, and a second wave)."""
+    from ascend_kvc.device import compute_units
+    from ascend_kvc.workloads import official_step
+
+    step_module.clear_step_plans()
+    sw, _ = official_step(1, 8192, 128, shuffle=True, device=DEVICE)
+    run_step(sw, "gpgpu")
+    (plan,) = step_module._STEP_PLANS.values()
+    assert gpgpu_plan_path(plan) == "token-tiles"
+    programs, warps = plan.launcher.grid[0], plan.launcher.options["num_warps"]
+    per_unit = -(-programs // compute_units("cuda", torch.cuda.current_device()))
+    kernel = plan.launcher._compiled
+    if per_unit * warps * 32 * 128 <= 65536:  # a GPU of 128 or more SMs (H100, H200)
+        assert kernel.n_regs * per_unit * warps * 32 <= 65536, (kernel.n_regs, per_unit, warps)
+    step_module.clear_step_plans()
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("route,path", memcheck.step_runs())
 def test_step_with_bad_indices_touches_nothing_else(route, path):
