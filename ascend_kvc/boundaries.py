@@ -122,8 +122,8 @@ def next_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num
 
     The lanes read are the ``TILE`` after ``after`` (those past the tile masked), so their
     addresses depend on ``after``: the compiler cannot keep one call's ``[TILE]`` pointers and
-    masks live into the next (on an H100 that cost the token-tile kernel 40-60 registers, and a
-    one-wave grid a second wave; bench/RESULTS.md)."""
+    masks live into the next (which cost the token-tile kernel 8-30 registers a thread for sm_90,
+    where registers decide whether its grid runs in one wave; bench/RESULTS.md)."""
     lanes = after + 1 + tl.arange(0, TILE)
     flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, first + lanes,
                            tl.minimum(num_tokens, first + TILE), C, HAS_STATE_SLOTS)

@@ -67,7 +67,7 @@ STEP_INLINE_PROGRAMS_PER_UNIT = 4
 STEP_SCRATCH_BYTES = 2**30
 _PIECE_STATE_BYTES = (3 * HEAD_DIM + 1) * 4
 # A token-tile kernel carries a second copy of the work item (a tile's further outputs, in a loop),
-# which costs registers: on an H100, 160-190 a thread where the indexed call's kernel takes 113-128,
+# which costs registers: on an H100, 148-189 a thread where the indexed call's kernel takes 128,
 # so a grid the indexed call runs in one wave took two (bench/RESULTS.md). Its plans cap the
 # registers where the cap lets the whole grid be resident at once, but never below this.
 TOKEN_TILE_MIN_REGISTERS = 128
