@@ -229,6 +229,39 @@ def stream_state(device) -> tuple[int, object, bool]:
 # share it; kernels on two streams may overlap, so they never do.
 _SCRATCH: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
+# Counters for calls captured into a graph. Their kernels leave them zero for the next replay, but
+# they must be zero before the first one, and a zeros() inside the capture would put a fill kernel
+# into every replay (about 2 us of a replay on an H100; bench/RESULTS.md). So a captured call's
+# counters are a slice of an arena zeroed outside any capture, by an earlier call that was not
+# captured (an engine's warm-up call). Each slice goes to one captured call for good: never handed
+# out again nor freed, since its graph may replay at any time. PyTorch synchronises the device
+# before a capture begins, so the arena's zeroing has run by then.
+GRAPH_COUNTER_ARENA = 1 << 18  # int32 counters an arena (1 MiB), or one call's if it needs more
+_GRAPH_COUNTER_ALIGN = 32  # counters: slices start 128 bytes apart (Triton's pointer alignment holds)
+_ARENAS: dict[torch.device, list] = {}  # device -> [zeroed arena, its first counter not handed out]
+_SPENT_ARENAS: list[torch.Tensor] = []  # arenas replaced while graphs may hold slices of them
+
+
+def _graph_counters(device: torch.device, counters: int) -> torch.Tensor:
+    """``counters`` zeroed int32 counters for a call being captured: a slice of the device's
+    arena when it has room, else a zeros() that the graph replays."""
+    arena = _ARENAS.get(device)
+    if arena is not None and arena[0].numel() - arena[1] >= counters:
+        start = arena[1]
+        arena[1] = min(arena[0].numel(), -(-(start + counters) // _GRAPH_COUNTER_ALIGN) * _GRAPH_COUNTER_ALIGN)
+        return arena[0][start:start + counters]
+    return torch.zeros(counters, dtype=torch.int32, device=device)
+
+
+def _keep_graph_counters(device: torch.device, counters: int) -> None:
+    """Outside a capture: make sure the device's arena has room for a capture of this call."""
+    arena = _ARENAS.get(device)
+    if arena is not None and arena[0].numel() - arena[1] >= counters:
+        return
+    if arena is not None:
+        _SPENT_ARENAS.append(arena[0])
+    _ARENAS[device] = [torch.zeros(max(GRAPH_COUNTER_ARENA, counters), dtype=torch.int32, device=device), 0]
+
 
 def stream_scratch(device: torch.device, stream, floats: int, counters: int,
                    capturing: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -238,12 +271,15 @@ def stream_scratch(device: torch.device, stream, floats: int, counters: int,
     The counters are zero when handed out, and a kernel that uses them must leave them zero.
     While a graph is being captured (``capturing``, from ``stream_state``) the scratch is fresh
     for the call: it then belongs to the graph, whose replays may run on any stream, and a later
-    call that needs more scratch cannot free it under the graph. The counters' zeroing is then
-    part of the graph.
+    call that needs more scratch cannot free it under the graph. Its counters are then a slice of
+    a zeroed arena that a call outside the capture made (``_graph_counters``), so that the graph
+    replays no fill.
     """
     if capturing:
         return (torch.empty(floats, dtype=torch.float32, device=device),
-                torch.zeros(counters, dtype=torch.int32, device=device))
+                _graph_counters(device, counters) if counters else torch.empty(0, dtype=torch.int32, device=device))
+    if counters:
+        _keep_graph_counters(device, counters)
     key = (device, stream)
     have = _SCRATCH.get(key)
     if have is not None and have[0].numel() >= floats and have[1].numel() >= counters:

@@ -63,6 +63,27 @@ def test_cuda_one_kernel_per_call():
 
 
 @pytest.mark.cuda
+def test_cuda_graph_replays_one_kernel():
+    """A captured call replays its one kernel and no fill of its arrival counters (they come
+    zeroed from outside the capture), and its first replay writes the oracle's bytes."""
+    w = make_workload(1, 8192, 128, shuffle=True, nonzero_cache=True, seed=6, device="cuda")
+    out = w.kv_cache.clone()
+    c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False)  # compile, plan, counters
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        c128_256_512_compress(*w.args(), out=out, route="gpgpu", validate=False)
+    out.copy_(w.kv_cache)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        g.replay()
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert len(kernels) == 1, kernels
+    report = check_cache(w.checked_args(), out, w.kv_cache)
+    assert report.ok, str(report)
+
+
+@pytest.mark.cuda
 def test_cuda_runs_on_the_current_stream():
     """Queued behind a long sleep on a side stream, the call has written nothing when the default
     stream looks, and everything once the side stream is done."""

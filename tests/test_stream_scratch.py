@@ -70,6 +70,33 @@ def test_scratch_is_per_stream_and_fresh_while_capturing():
     assert launch._SCRATCH[(cpu, "stream-a")][0] is a  # the stream's own buffer is left as it was
 
 
+def test_captured_counters_are_slices_of_an_arena_zeroed_outside_the_capture():
+    """A captured call's counters are zero without a fill inside the capture: a slice of the arena
+    an earlier call outside any capture zeroed, never shared with another captured call nor with
+    the stream's own counters. With no arena yet, or too little room left in it, the captured call
+    gets a zeros() (which its graph replays) and the next call outside a capture makes a new arena."""
+    dev = torch.device("cpu")
+    launch._ARENAS.pop(dev, None)
+    launch._SCRATCH.pop((dev, "stream-c"), None)
+    first = launch.stream_scratch(dev, "stream-c", 8, 40, capturing=True)[1]
+    assert first.numel() == 40 and not first.any() and dev not in launch._ARENAS
+    own = launch.stream_scratch(dev, "stream-c", 8, 40, capturing=False)[1]
+    arena = launch._ARENAS[dev][0]
+    taken = [launch.stream_scratch(dev, "stream-c", 8, 40, capturing=True)[1] for _ in range(3)]
+    spans = sorted((t.data_ptr(), t.data_ptr() + 4 * t.numel()) for t in taken)
+    assert all(t.numel() == 40 and not t.any() for t in taken)
+    assert all(arena.data_ptr() <= lo and hi <= arena.data_ptr() + 4 * arena.numel() for lo, hi in spans)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "two captured calls share counters"
+    assert all(lo % 16 == 0 for lo, _ in spans)  # Triton's 16-byte pointer specialisation holds
+    assert not (arena.data_ptr() <= own.data_ptr() < arena.data_ptr() + 4 * arena.numel())
+    big = launch.GRAPH_COUNTER_ARENA  # more than the arena has left
+    fresh = launch.stream_scratch(dev, "stream-c", 8, big, capturing=True)[1]
+    assert not (arena.data_ptr() <= fresh.data_ptr() < arena.data_ptr() + 4 * arena.numel()) and not fresh.any()
+    launch.stream_scratch(dev, "stream-c", 8, big, capturing=False)
+    assert launch._ARENAS[dev][0] is not arena and any(a is arena for a in launch._SPENT_ARENAS)
+    launch._SCRATCH.pop((dev, "stream-c"), None)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU tensors run under the interpreter only without a GPU")
 def test_default_route_takes_fresh_scratch_in_a_capture(monkeypatch):
     """The default route (whose plan has scratch) as an NPU would run it: a call made while its
