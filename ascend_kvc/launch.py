@@ -231,7 +231,7 @@ _SCRATCH: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
 # Counters for calls captured into a graph. Their kernels leave them zero for the next replay, but
 # they must be zero before the first one, and a zeros() inside the capture would put a fill kernel
-# into every replay (about 2 us of a replay on an H100; bench/RESULTS.md). So a captured call's
+# into every replay (1.0-1.4 us of a replay on an H100; bench/RESULTS.md). So a captured call's
 # counters are a slice of an arena zeroed outside any capture, by an earlier call that was not
 # captured (an engine's warm-up call). Each slice goes to one captured call for good: never handed
 # out again nor freed, since its graph may replay at any time. PyTorch synchronises the device

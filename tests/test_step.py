@@ -262,7 +262,7 @@ def test_one_wave_registers():
 @pytest.mark.skipif(DEVICE != "cuda", reason="registers of a compiled CUDA kernel")
 def test_gpgpu_token_tiles_fit_one_wave():
     """The official 8192-token C=128 step on its token tiles: all of its programs resident at once,
-    as the indexed call's are (the loop over a tile's further outputs took 160 registers a thread
+    as the indexed call's are (the loop over a tile's further outputs took 148 registers a thread
     on an H100 without the cap, and a second wave)."""
     from ascend_kvc.device import compute_units
     from ascend_kvc.workloads import official_step
