@@ -240,13 +240,21 @@ GRAPH_COUNTER_ARENA = 1 << 18  # int32 counters an arena (1 MiB), or one call's 
 _GRAPH_COUNTER_ALIGN = 32  # counters: slices start 128 bytes apart (Triton's pointer alignment holds)
 _ARENAS: dict[torch.device, list] = {}  # device -> [zeroed arena, its first counter not handed out]
 _SPENT_ARENAS: list[torch.Tensor] = []  # arenas replaced while graphs may hold slices of them
+_ARENAS_DRAWN: set[torch.device] = set()  # devices a capture drew counters for since their last check
+
+
+def _arena_with_room(device: torch.device, counters: int) -> list | None:
+    """The device's arena if ``counters`` more fit in it."""
+    arena = _ARENAS.get(device)
+    return arena if arena is not None and arena[0].numel() - arena[1] >= counters else None
 
 
 def _graph_counters(device: torch.device, counters: int) -> torch.Tensor:
     """``counters`` zeroed int32 counters for a call being captured: a slice of the device's
     arena when it has room, else a zeros() that the graph replays."""
-    arena = _ARENAS.get(device)
-    if arena is not None and arena[0].numel() - arena[1] >= counters:
+    _ARENAS_DRAWN.add(device)
+    arena = _arena_with_room(device, counters)
+    if arena is not None:
         start = arena[1]
         arena[1] = min(arena[0].numel(), -(-(start + counters) // _GRAPH_COUNTER_ALIGN) * _GRAPH_COUNTER_ALIGN)
         return arena[0][start:start + counters]
@@ -255,11 +263,11 @@ def _graph_counters(device: torch.device, counters: int) -> torch.Tensor:
 
 def _keep_graph_counters(device: torch.device, counters: int) -> None:
     """Outside a capture: make sure the device's arena has room for a capture of this call."""
-    arena = _ARENAS.get(device)
-    if arena is not None and arena[0].numel() - arena[1] >= counters:
+    _ARENAS_DRAWN.discard(device)
+    if _arena_with_room(device, counters) is not None:
         return
-    if arena is not None:
-        _SPENT_ARENAS.append(arena[0])
+    if device in _ARENAS:
+        _SPENT_ARENAS.append(_ARENAS[device][0])
     _ARENAS[device] = [torch.zeros(max(GRAPH_COUNTER_ARENA, counters), dtype=torch.int32, device=device), 0]
 
 
@@ -278,12 +286,16 @@ def stream_scratch(device: torch.device, stream, floats: int, counters: int,
     if capturing:
         return (torch.empty(floats, dtype=torch.float32, device=device),
                 _graph_counters(device, counters) if counters else torch.empty(0, dtype=torch.int32, device=device))
-    if counters:
-        _keep_graph_counters(device, counters)
+    # The arena is checked where the stream's scratch is made or grown, and after a capture drew
+    # from it: not on every call of the hot path.
     key = (device, stream)
     have = _SCRATCH.get(key)
     if have is not None and have[0].numel() >= floats and have[1].numel() >= counters:
+        if counters and _ARENAS_DRAWN and device in _ARENAS_DRAWN:
+            _keep_graph_counters(device, counters)
         return have
+    if counters:
+        _keep_graph_counters(device, counters)
     old_floats, old_counters = have if have is not None else (None, None)
     fresh_floats = old_floats if old_floats is not None and old_floats.numel() >= floats else (
         torch.empty(floats, dtype=torch.float32, device=device))

@@ -74,7 +74,8 @@ def test_captured_counters_are_slices_of_an_arena_zeroed_outside_the_capture():
     """A captured call's counters are zero without a fill inside the capture: a slice of the arena
     an earlier call outside any capture zeroed, never shared with another captured call nor with
     the stream's own counters. With no arena yet, or too little room left in it, the captured call
-    gets a zeros() (which its graph replays) and the next call outside a capture makes a new arena."""
+    gets a zeros() (which its graph replays); when a capture leaves too little room, the next call
+    outside a capture makes a new arena."""
     dev = torch.device("cpu")
     launch._ARENAS.pop(dev, None)
     launch._SCRATCH.pop((dev, "stream-c"), None)
@@ -89,7 +90,13 @@ def test_captured_counters_are_slices_of_an_arena_zeroed_outside_the_capture():
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "two captured calls share counters"
     assert all(lo % 16 == 0 for lo, _ in spans)  # Triton's 16-byte pointer specialisation holds
     assert not (arena.data_ptr() <= own.data_ptr() < arena.data_ptr() + 4 * arena.numel())
-    big = launch.GRAPH_COUNTER_ARENA  # more than the arena has left
+    # a capture that leaves less than one call's counters: the stream's next call (whose own
+    # scratch is big enough) makes a new arena
+    launch.stream_scratch(dev, "stream-c", 8, arena.numel() - 3 * 64 - 20, capturing=True)
+    launch.stream_scratch(dev, "stream-c", 8, 40, capturing=False)
+    assert launch._ARENAS[dev][0] is not arena and any(a is arena for a in launch._SPENT_ARENAS)
+    arena = launch._ARENAS[dev][0]
+    big = arena.numel() + 1  # more than the arena holds
     fresh = launch.stream_scratch(dev, "stream-c", 8, big, capturing=True)[1]
     assert not (arena.data_ptr() <= fresh.data_ptr() < arena.data_ptr() + 4 * arena.numel()) and not fresh.any()
     launch.stream_scratch(dev, "stream-c", 8, big, capturing=False)
