@@ -15,9 +15,6 @@ the list kernel's program ``p`` starts its chunk's entries after the counts of c
 Within a chunk, ``BLOCK_T`` tokens at a time, a token's entry is the prefix sum of the flags
 before it. Small steps (decode) take one program and one launch; large prefill steps take up to
 ``MAX_PROGRAMS`` programs (one tile each where the cores allow) and two launches, each reading its chunk once.
-Steps between the two (a prefill chunk of up to ``RECOUNT_TOKENS``, as engines schedule them) take
-one launch of several programs: each counts the tokens before its chunk itself, ``COUNT_T`` at a
-time (a few wide reads, no prefix sum), in place of the count kernel's launch.
 
 On the planned Ascend rungs a small step that always splits skips the search launch: the piece
 gather's programs each find the tokens in registers (``boundaries_in_registers``,
@@ -50,11 +47,6 @@ MAX_PROGRAMS = 128
 # small prefill chunks); larger ones in two launches, in chunks of at least MIN_CHUNK_TOKENS.
 SINGLE_PROGRAM_TOKENS = 4096
 MIN_CHUNK_TOKENS = BLOCK_T
-# Steps of more tokens than one program searches, up to this many, are searched in one launch: the
-# list kernel's programs each count the boundary tokens before their chunk, ``COUNT_T`` tokens a
-# read (at most three reads for the last program of a 16384-token step).
-RECOUNT_TOKENS = 16384
-COUNT_T = 4096
 # On the planned Ascend rungs, a step of at most this many tokens (a decode step) whose every count
 # of outputs takes the split path is searched inside the piece gather (``boundaries_in_registers``
 # in every program: a [512] int32 prefix sum), one launch fewer than the list kernel's.
@@ -186,25 +178,17 @@ def _list_boundaries_kernel(
     positions_ptr,  # in, [num_tokens], int64/int32
     kv_slot_ptr,  # in, [num_tokens], int64/int32: < 0 gives no output
     state_slot_ptr,  # in, [num_tokens], int64/int32: < 0 gives no output (read with HAS_STATE_SLOTS)
-    counts_ptr,  # in, [programs], int32, from _count_boundaries_kernel (read by programs > 0 without COUNT_T)
+    counts_ptr,  # in, [programs], int32, from _count_boundaries_kernel (read by programs > 0 only)
     list_ptr,  # out, [num_tokens], int32: the boundary tokens in token order, first count entries
     count_ptr,  # out, [3], int32: how many; of those, for the unsplit kernels; for the split ones
     num_tokens, chunk,
     split_max, split_cores, split_always,  # the work split's rule (``split_counts``)
     C: tl.constexpr, BLOCK_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr, MAX_PROGRAMS: tl.constexpr,
-    COUNT_T: tl.constexpr,  # > 0: count the tokens before the chunk here, COUNT_T at a time (no counts_ptr)
 ):
     pid = tl.program_id(0)
+    q = tl.arange(0, MAX_PROGRAMS)
+    base = tl.sum(tl.load(counts_ptr + q, mask=q < pid, other=0), axis=0)  # entries of the chunks before
     start = pid * chunk
-    if COUNT_T > 0:  # entries of the chunks before: counted here, in place of the count kernel
-        before = tl.arange(0, COUNT_T)
-        base = pid * 0
-        for t0 in range(0, start, COUNT_T):
-            base += tl.sum(_boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, t0 + before, start, C,
-                                           HAS_STATE_SLOTS), axis=0)
-    else:
-        q = tl.arange(0, MAX_PROGRAMS)
-        base = tl.sum(tl.load(counts_ptr + q, mask=q < pid, other=0), axis=0)  # entries of the chunks before
     end = tl.minimum(start + chunk, num_tokens)
     lanes = tl.arange(0, BLOCK_T)
     for t0 in range(start, end, BLOCK_T):
@@ -222,30 +206,22 @@ def _list_boundaries_kernel(
 
 @dataclass(frozen=True)
 class BoundarySearch:
-    """How one step signature searches its tokens: ``programs`` chunks of ``chunk`` tokens; with
-    ``recount``, the list kernel's programs count the chunks before their own (one launch)."""
+    """How one step signature searches its tokens: ``programs`` chunks of ``chunk`` tokens."""
 
     num_tokens: int
     programs: int
     chunk: int
-    recount: bool = False
-
-    @property
-    def reads_counts(self) -> bool:
-        """Whether the count kernel runs first and the list kernel reads its counts."""
-        return self.programs > 1 and not self.recount
 
     @property
     def launches(self) -> int:
-        return 2 if self.reads_counts else 1
+        return 1 if self.programs == 1 else 2
 
 
 def plan_search(num_tokens: int, max_programs: int = MAX_PROGRAMS) -> BoundarySearch:
     """One program up to ``SINGLE_PROGRAM_TOKENS`` tokens; else chunks of whole ``BLOCK_T`` tiles
     on as many programs as ``max_programs`` (at most ``MAX_PROGRAMS``) allows, each at least
     ``MIN_CHUNK_TOKENS``: a chunk's tiles are read one after another, so fewer tiles a program is
-    less time a launch. Up to ``RECOUNT_TOKENS`` tokens the chunks' programs recount the tokens
-    before them (one launch), above it the count kernel runs first (two)."""
+    less time a launch."""
     if num_tokens < 0 or max_programs < 1:
         raise ValueError(f"need num_tokens >= 0 and max_programs >= 1, got {num_tokens}, {max_programs}")
     cap = min(max_programs, MAX_PROGRAMS)
@@ -254,13 +230,13 @@ def plan_search(num_tokens: int, max_programs: int = MAX_PROGRAMS) -> BoundarySe
     programs = min(cap, -(-num_tokens // max(MIN_CHUNK_TOKENS, BLOCK_T)))
     tiles = -(-num_tokens // BLOCK_T)
     chunk = -(-tiles // programs) * BLOCK_T
-    return BoundarySearch(num_tokens, -(-num_tokens // chunk), chunk, num_tokens <= RECOUNT_TOKENS)
+    return BoundarySearch(num_tokens, -(-num_tokens // chunk), chunk)
 
 
-def search_constexprs(compress_ratio: int, has_state_slots: bool, recount: bool = False) -> tuple[dict, dict]:
-    """``(count kernel's, list kernel's)`` constexprs; ``recount``: the list kernel's one-launch form."""
+def search_constexprs(compress_ratio: int, has_state_slots: bool) -> tuple[dict, dict]:
+    """``(count kernel's, list kernel's)`` constexprs."""
     count = dict(C=compress_ratio, BLOCK_T=BLOCK_T, HAS_STATE_SLOTS=has_state_slots)
-    return count, dict(count, MAX_PROGRAMS=MAX_PROGRAMS, COUNT_T=COUNT_T if recount else 0)
+    return count, dict(count, MAX_PROGRAMS=MAX_PROGRAMS)
 
 
 # Where each kernel reads its count in the ``[3]`` int32 count buffer.

@@ -138,8 +138,8 @@ class CompressPlan:
             num_tokens = args.token_to_req.shape[0]
             search = plan_search(num_tokens, units)
             self._search_scalars = (num_tokens, search.chunk, 0, 1, 0)  # no work split: all outputs unsplit
-            count_cx, list_cx = search_constexprs(C, bool(step_state_slots), search.recount)
-            self._multi_chunk = search.reads_counts  # the count kernel first, its counts read by the list
+            count_cx, list_cx = search_constexprs(C, bool(step_state_slots))
+            self._multi_chunk = search.programs > 1
             if num_tokens <= STEP_INLINE_TOKENS:
                 inline_t = max(16, triton.next_power_of_2(num_tokens))
             elif args.block_table.shape[0] <= STEP_TILE_MAX_REQUESTS:

@@ -194,25 +194,15 @@ def test_replay_sequence_without_capture(route):
     assert len(step_module._STEP_PLANS) == 1, "the steps did not share one plan"
 
 
-@pytest.mark.parametrize("recount", [False, True], ids=["count-kernel", "recount"])
 @pytest.mark.parametrize("route", SYNC_FREE)
-def test_many_chunk_search(route, recount, monkeypatch):
-    """A search of several programs: a count kernel, then the list kernel reading the counts; or
-    (``recount``) the list kernel alone, each program counting the chunks before its own."""
-    from launches import record_triton_launches
-
+def test_many_chunk_search(route, monkeypatch):
+    """A search of several programs (a count kernel, then the list kernel reading the counts)."""
     monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
-    monkeypatch.setattr(boundaries, "RECOUNT_TOKENS", 10**6 if recount else 0)
-    monkeypatch.setattr(boundaries, "COUNT_T", 512)  # several reads before the last chunk
     monkeypatch.setattr(gpgpu_route, "STEP_TILE_MAX_REQUESTS", 0)  # gpgpu: the search, not its token tiles
     step_module.clear_step_plans()
     sw = make_step_workload([(0, 1400), (600, 1700)], 128, block_size=16, seed=51, skip_fraction=0.7, device=DEVICE)
-    search = boundaries.plan_search(sw.num_tokens, 4)
-    assert search.programs == 4 and search.launches == (1 if recount else 2)
-    with record_triton_launches() as launched:
-        before = run_step(sw, route)
-    searched = [kw.get("COUNT_T") for name, kw in launched if name.endswith("_boundaries_kernel")]
-    assert searched == ([512] if recount else [None, 0]), searched  # [list] or [count, list]
+    assert boundaries.plan_search(sw.num_tokens, 4).programs == 4
+    before = run_step(sw, route)
     report = judge(sw, sw.kv_cache, before)
     assert report.num_outputs_written >= 3
     if route == "gpgpu":
@@ -330,16 +320,13 @@ def test_gpgpu_step_grid_smaller_than_the_work(monkeypatch):
     step_module.clear_step_plans()
 
 
-@pytest.mark.parametrize("programs,recount", [(1, False), (3, False), (3, True)])
+@pytest.mark.parametrize("programs", [1, 3])
 @pytest.mark.parametrize("state_slots", [False, True])
-def test_search_lists_exactly_the_boundary_tokens(programs, recount, state_slots, monkeypatch):
+def test_search_lists_exactly_the_boundary_tokens(programs, state_slots, monkeypatch):
     """The search kernels alone: the list's first ``count`` entries are the step's boundary tokens
     in token order, whatever kv slot or state slot the other tokens have (a token with slot -1 is
-    not listed, though a gather would skip it anyway); with ``recount``, the list kernel alone,
-    counting the chunks before each program's own ``COUNT_T`` tokens at a time."""
+    not listed, though a gather would skip it anyway)."""
     monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
-    monkeypatch.setattr(boundaries, "RECOUNT_TOKENS", 10**6 if recount else 0)
-    monkeypatch.setattr(boundaries, "COUNT_T", 256)
     g = torch.Generator().manual_seed(151)
     T = 1024 * programs - 100 if programs > 1 else 700
     positions = (torch.randint(0, 3, (T,), generator=g) * 128 + torch.randint(125, 129, (T,), generator=g)).to(DEVICE)
@@ -349,13 +336,12 @@ def test_search_lists_exactly_the_boundary_tokens(programs, recount, state_slots
                          state_slot_mapping=ss if state_slots else None)
     truth = expected_boundaries(sw)
     search = boundaries.plan_search(T, 4)
-    assert search.programs == programs and search.recount == (recount and programs > 1)
-    count_cx, list_cx = boundaries.search_constexprs(128, state_slots, search.recount)
+    assert search.programs == programs
+    count_cx, list_cx = boundaries.search_constexprs(128, state_slots)
     listing = torch.full((T,), -7, dtype=torch.int32, device=DEVICE)
     count = torch.full((3,), -7, dtype=torch.int32, device=DEVICE)
-    # the counts the list kernel reads; with recount, garbage it must not read
-    counts = torch.full((search.programs,), 10**6 if recount else 0, dtype=torch.int32, device=DEVICE)
-    if search.reads_counts:
+    counts = torch.zeros(search.programs, dtype=torch.int32, device=DEVICE)
+    if programs > 1:
         boundaries._count_boundaries_kernel[(programs,)](positions, kv, ss, counts, T, search.chunk, **count_cx)
     split_max, cores, always = (T, 7, 1) if state_slots else (0, 7, 1)  # every count splits / none does
     boundaries._list_boundaries_kernel[(programs,)](positions, kv, ss, counts, listing, count, T, search.chunk,
@@ -389,14 +375,11 @@ def test_split_counts_apply_the_occupancy_rule(count, split_max, cores, always, 
 
 def test_search_plan():
     assert boundaries.plan_search(1).programs == 1
-    assert boundaries.plan_search(boundaries.SINGLE_PROGRAM_TOKENS).launches == 1
     assert boundaries.plan_search(boundaries.SINGLE_PROGRAM_TOKENS).programs == 1
-    for tokens in (boundaries.SINGLE_PROGRAM_TOKENS + 1, 8256, boundaries.RECOUNT_TOKENS, 131072, 10**6):
+    for tokens in (boundaries.SINGLE_PROGRAM_TOKENS + 1, 131072, 10**6):
         s = boundaries.plan_search(tokens, 40)
         assert 2 <= s.programs <= 40 and s.chunk % boundaries.BLOCK_T == 0
         assert s.programs * s.chunk >= tokens > (s.programs - 1) * s.chunk  # every chunk holds tokens
-        # one launch up to RECOUNT_TOKENS (the list's programs count what comes before), then two
-        assert (s.launches, s.recount) == ((1, True) if tokens <= boundaries.RECOUNT_TOKENS else (2, False))
 
 
 def _pieces_per_program(n: int, split: WorkSplit) -> int:

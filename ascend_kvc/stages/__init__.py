@@ -138,18 +138,15 @@ def _counted(spec: KernelSpec, counted: bool) -> KernelSpec:
 
 def _search_specs(compress_ratio: int, state_slots: bool) -> list[KernelSpec]:
     """The boundary search of a step (``ascend_kvc.boundaries``): the per-chunk count (launched
-    only when the search reads chunk counts), the list, and the list's one-launch form that counts
-    the chunks before its own (``COUNT_T``; a plan launches one of the two lists)."""
+    only when the search has more than one program), then the list."""
     from ..boundaries import search_constexprs
 
     count, listing = search_constexprs(compress_ratio, state_slots)
-    recounting = search_constexprs(compress_ratio, state_slots, recount=True)[1]
     tokens = {"positions_ptr": "*i64", "kv_slot_ptr": "*i64", "state_slot_ptr": "*i64"}
-    lists = {**tokens, "counts_ptr": "*i32", "list_ptr": "*i32", "count_ptr": "*i32"}
     return [
         KernelSpec("ascend_kvc.boundaries", "_count_boundaries_kernel", count, {**tokens, "counts_ptr": "*i32"}),
-        KernelSpec("ascend_kvc.boundaries", "_list_boundaries_kernel", listing, lists),
-        KernelSpec("ascend_kvc.boundaries", "_list_boundaries_kernel", recounting, lists),
+        KernelSpec("ascend_kvc.boundaries", "_list_boundaries_kernel", listing,
+                   {**tokens, "counts_ptr": "*i32", "list_ptr": "*i32", "count_ptr": "*i32"}),
     ]
 
 

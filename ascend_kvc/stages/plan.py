@@ -17,7 +17,7 @@ Launches a call (no host sync, no framework op, no data-dependent allocation):
 
 A *step* plan (``ascend_kvc.compress_step``, ``step_state_slots`` not ``None``) runs the same
 kernels after the boundary search of ``ascend_kvc.boundaries`` (one launch, two for a search of
-more than ``boundaries.RECOUNT_TOKENS`` tokens), with the search's int32 list as ``boundary_token_indices`` and its count
+more than one program), with the search's int32 list as ``boundary_token_indices`` and its count
 read on the device (``COUNTED``); a step of at most ``boundaries.INLINE_SEARCH_TOKENS`` tokens
 whose every count splits has no search launch, its piece gather searching the tokens itself
 (``inline_search``). Everything sized by the outputs is sized by the step's token
@@ -161,9 +161,8 @@ class AscendPlan:
                                        device_type=dev.type, step=step, state_slots=bool(step_state_slots),
                                        kv_format=args.kv_format, overlap=args.overlap,
                                        inline_search=self.inline_search)
-        if search is not None:  # one list kernel; the count kernel only where the list reads its counts
-            specs = [s for s in specs if (s.kernel != "_count_boundaries_kernel" or search.reads_counts)
-                     and (s.kernel != "_list_boundaries_kernel" or bool(s.constexprs["COUNT_T"]) == search.recount)]
+        if search is not None and search.programs == 1:  # one chunk: the list kernel counts it itself
+            specs = [s for s in specs if s.kernel != "_count_boundaries_kernel"]
         if all_split:  # no unsplit gather
             specs = [s for s in specs if s.kernel not in _UNSPLIT_GATHERS]
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
@@ -193,7 +192,7 @@ class AscendPlan:
                  "list": num_tokens * 4, "count": 12, "counts": 4 * (search.programs if step else 1)}
         chunk = search.chunk if step else 0
         rule = (self.split_max, cores, int(split_always)) if step else ()
-        counts = _COUNTS if step and search.reads_counts else _LIST  # not read without the count kernel
+        counts = _COUNTS if step and search.programs > 1 else _LIST  # one program reads no counts
         lists = {
             "_count_boundaries_kernel": (POSITIONS, SLOT_MAPPING, STATE_SLOTS, _COUNTS, num_tokens, chunk),
             "_list_boundaries_kernel": (POSITIONS, SLOT_MAPPING, STATE_SLOTS, counts, _LIST, _COUNT, num_tokens, chunk,

@@ -7,8 +7,7 @@ from tests/test_step.py and are judged the same way, by the oracle on boundary t
 token by token in Python: an empty step, many boundary tokens (with skipped kv and state slots),
 C = 256 at block size 3, a replay sequence of 0, 1, 3, 5 and 0 boundary tokens on the same
 tensors, a step split over 40 vector cores whose piece gather searches its own tokens (no search
-launch), and a step whose search has three programs (a count kernel, then the list; or the list
-alone, each program counting the chunks before its own).
+launch), and a step whose search has three programs (a count kernel, then the list).
 """
 
 from __future__ import annotations
@@ -72,7 +71,6 @@ def test_split_over_forty_vector_cores(route, launches, monkeypatch):
 @pytest.mark.parametrize("route", ROUTES)
 def test_search_of_three_programs(route, launches, monkeypatch):
     monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
-    monkeypatch.setattr(boundaries, "RECOUNT_TOKENS", 0)  # two launches: the count kernel, then the list
     from ascend_kvc.workloads import make_step_workload
 
     sw = make_step_workload([(0, 1100), (900, 1000)], 128, block_size=16, seed=231, skip_fraction=0.3,
@@ -80,23 +78,6 @@ def test_search_of_three_programs(route, launches, monkeypatch):
     before = run_step(sw, route)
     judge(sw, sw.kv_cache, before)
     assert "_count_boundaries_kernel" in launches and len(expected_boundaries(sw)) >= 2
-
-
-@pytest.mark.parametrize("route", ROUTES)
-def test_search_of_three_programs_in_one_launch(route, launches, monkeypatch):
-    """The list kernel alone: each program counts the chunks before its own (``COUNT_T``)."""
-    monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
-    monkeypatch.setattr(boundaries, "RECOUNT_TOKENS", 4096)
-    monkeypatch.setattr(boundaries, "COUNT_T", 512)
-    from ascend_kvc.workloads import make_step_workload
-
-    sw = make_step_workload([(0, 1100), (900, 1000)], 128, block_size=16, seed=232, skip_fraction=0.3,
-                            state_slots=True)
-    assert boundaries.plan_search(sw.num_tokens, 40).launches == 1
-    before = run_step(sw, route)
-    judge(sw, sw.kv_cache, before)
-    assert "_list_boundaries_kernel" in launches and "_count_boundaries_kernel" not in launches
-    assert len(expected_boundaries(sw)) >= 2
 
 
 def test_the_search_kernels_ran():
