@@ -638,6 +638,24 @@ def test_small_step_on_many_cores_launches_no_unsplit_gather(monkeypatch):
     step_module.clear_step_plans()
 
 
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
+def test_one_kernel_merges_split_outputs_or_pools_whole_windows(route, monkeypatch):
+    """A step whose counts can take either path launches the merge and the unsplit gather as one
+    kernel, each loop to its own count: on 5 cores with the occupancy rule, 1 and 3 outputs split
+    (the merge's loop runs), 5 do not (the whole-window loop runs), all on one plan."""
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "5")
+    monkeypatch.setenv("ASCEND_KVC_SPLIT", "occupancy")
+    assert boundaries.every_count_splits(3, 10**6, 5, False) and not boundaries.every_count_splits(5, 10**6, 5, False)
+    step_module.clear_step_plans()
+    replay_steps(route, 181, (1, 2, 3, 4))  # 1, 3, 5 and 0 outputs
+    (plan,) = step_module._STEP_PLANS.values()
+    merge_or_whole = {"ascend:fused": "_merge_or_whole_to_slot_kernel", "ascend": "_merge_or_whole_to_bf16_kernel"}
+    assert plan.kernels[:3] == ["_list_boundaries_kernel", "_window_piece_kernel", merge_or_whole[route]], plan.kernels
+    assert not {"_fused_compress_kernel", "_gather_to_bf16_kernel", "_merge_to_slot_kernel",
+                "_merge_to_bf16_kernel"} & set(plan.kernels)
+    step_module.clear_step_plans()
+
+
 _DECODE_KERNELS = {"ascend:fused": ["_window_piece_kernel", "_merge_to_slot_kernel"],
                    "ascend": ["_window_piece_kernel", "_merge_to_bf16_kernel", "_quantize_bf16_kernel",
                               "_byte_scatter_kernel"]}

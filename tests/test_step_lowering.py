@@ -7,6 +7,7 @@ tests/test_ascend_lowering.py does."""
 import pytest
 
 from tools import ascend_lowering as audit
+from ascend_kvc.stages import MERGE_OR_WHOLE
 from tools.ascend_lowering import matrix as mx
 
 
@@ -34,11 +35,15 @@ def test_every_step_kernel_reaches_code_generation(report):
             assert cx["INLINE_T"] > 0 and cx["HAS_STATE_SLOTS"] is True, e
         else:
             assert names[:2] == list(mx.SEARCH_KERNELS), e  # the search first
+            if e["stage"].endswith(mx.SPLIT_SUFFIX):  # the merge and the unsplit gather: one kernel
+                assert set(names) & set(MERGE_OR_WHOLE.values()), e
+                assert not set(names) & {*MERGE_OR_WHOLE, "_fused_compress_kernel", "_gather_to_bf16_kernel"}, e
         for r in kernels:
             assert r["front_end"] and r["compiler"] == audit.CODEGEN, (e, r["spec"], r.get("compiler_message"))
-            cx = r["spec"]["constexprs"]
-            if r["spec"]["kernel"] not in mx.SEARCH_KERNELS:
-                assert cx["COUNTED"] is True and r["spec"]["pointer_types"]["count_ptr"] == "*i32", (e, r["spec"])
+            cx, kernel = r["spec"]["constexprs"], r["spec"]["kernel"]
+            if kernel not in mx.SEARCH_KERNELS:  # the merge-or-whole kernels always read their counts
+                assert cx.get("COUNTED", kernel in MERGE_OR_WHOLE.values()) is True, (e, r["spec"])
+                assert r["spec"]["pointer_types"]["count_ptr"] == "*i32", (e, r["spec"])
 
 
 def test_search_kernels_read_whole_token_tiles(report):

@@ -290,7 +290,8 @@ def kernel_specializations(
     more than one program; ``state_slots``: the engine passes a state slot mapping), then the
     rung's kernels reading the device list and their count (``COUNTED``). With ``split`` both the
     split kernels and the unsplit gather: the search decides on the device which of them take the
-    step's outputs (the plan leaves the unsplit gather out when every count it allows splits).
+    step's outputs; the merge and the unsplit gather are one kernel there (``MERGE_OR_WHOLE``),
+    each of its loops run to its own count.
 
     Pointer types are those of the official dtypes (int32 block table and request ids, int64
     positions, boundaries and slots, bf16 norm weight, fp32 cos/sin, uint8 cache) with the state
@@ -339,9 +340,25 @@ def kernel_specializations(
     if writer in ("triton", "quantize"):
         specs.append(_scatter_spec())
     specs = [_counted(spec, step) if spec.kernel in _COUNTED_KERNELS else spec for spec in specs]
+    if step and split and not inline_search:  # the merge and the unsplit gather: one launch
+        merge, whole = specs[1], specs[2]
+        specs[1:3] = [_merge_or_whole_spec(merge, whole)]
     if step and not inline_search:
         specs = _search_specs(compress_ratio, state_slots) + specs
     return specs
+
+
+# A step's merge and unsplit gather in one kernel (``split_window``): the merge's kernel -> theirs.
+MERGE_OR_WHOLE = {"_merge_to_slot_kernel": "_merge_or_whole_to_slot_kernel",
+                  "_merge_to_bf16_kernel": "_merge_or_whole_to_bf16_kernel"}
+
+
+def _merge_or_whole_spec(merge: KernelSpec, whole: KernelSpec) -> KernelSpec:
+    """The kernel that runs a step's ``merge`` loop and then its unsplit ``whole`` loop, each to
+    its own count (both always counted): their constexprs and pointer types together."""
+    constexprs = {k: v for k, v in {**whole.constexprs, **merge.constexprs}.items() if k != "COUNTED"}
+    return KernelSpec(merge.module, MERGE_OR_WHOLE[merge.kernel], constexprs,
+                      {**whole.pointer_dtypes, **merge.pointer_dtypes})
 
 
 # The kernels that take a device count (``count_ptr``, ``COUNTED``).

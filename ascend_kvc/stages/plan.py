@@ -18,7 +18,8 @@ Launches a call (no host sync, no framework op, no data-dependent allocation):
 A *step* plan (``ascend_kvc.compress_step``, ``step_state_slots`` not ``None``) runs the same
 kernels after the boundary search of ``ascend_kvc.boundaries`` (one launch, two for a search of
 more than one program), with the search's int32 list as ``boundary_token_indices`` and its count
-read on the device (``COUNTED``); a step of at most ``boundaries.INLINE_SEARCH_TOKENS`` tokens
+read on the device (``COUNTED``), the merge and the unsplit gather as one kernel that runs
+whichever of them the search gave the step's outputs (``stages.MERGE_OR_WHOLE``); a step of at most ``boundaries.INLINE_SEARCH_TOKENS`` tokens
 whose every count splits has no search launch, its piece gather searching the tokens itself
 (``inline_search``). Everything sized by the outputs is sized by the step's token
 count, their upper bound: the grids, the scratch, the work split (``step_piece_slots``). The
@@ -77,8 +78,10 @@ _STEP_COUNTS = {
     "_window_piece_kernel": COUNT_SPLIT, "_merge_to_slot_kernel": COUNT_SPLIT, "_merge_to_bf16_kernel": COUNT_SPLIT,
     "_gather_to_bf16_kernel": COUNT_UNSPLIT, "_fused_compress_kernel": COUNT_UNSPLIT,
     "_quantize_bf16_kernel": COUNT_TOTAL, "_byte_scatter_kernel": COUNT_TOTAL,
+    # the unsplit part, then the split part after it (the kernel reads both)
+    "_merge_or_whole_to_slot_kernel": COUNT_UNSPLIT, "_merge_or_whole_to_bf16_kernel": COUNT_UNSPLIT,
 }
-_UNSPLIT_GATHERS = ("_gather_to_bf16_kernel", "_fused_compress_kernel")
+assert COUNT_SPLIT == COUNT_UNSPLIT + 1  # where the merge-or-whole kernels find the split part
 
 
 def _step_split(max_outputs: int, C: int, cores: int, min_rows: int, block_size: int,
@@ -163,8 +166,6 @@ class AscendPlan:
                                        inline_search=self.inline_search)
         if search is not None and search.programs == 1:  # one chunk: the list kernel counts it itself
             specs = [s for s in specs if s.kernel != "_count_boundaries_kernel"]
-        if all_split:  # no unsplit gather
-            specs = [s for s in specs if s.kernel not in _UNSPLIT_GATHERS]
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         # out=None: a new contiguous tensor
         if out is not None:
@@ -209,6 +210,12 @@ class AscendPlan:
                                       count("_merge_to_slot_kernel")),
             "_merge_to_bf16_kernel": (part, head, WEIGHT, COS_SIN, y, slot, *merge_shape, eps,
                                       count("_merge_to_bf16_kernel")),
+            "_merge_or_whole_to_slot_kernel": (
+                STATE, *index_args, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),
+                kv_s0, page_slots, eps, count("_merge_or_whole_to_slot_kernel"), part, head, programs, slots),
+            "_merge_or_whole_to_bf16_kernel": (
+                STATE, *index_args, BLOCK_TABLE, y, slot, *table, WEIGHT, eps, COS_SIN, cs.stride(0), cs.stride(1),
+                count("_merge_or_whole_to_bf16_kernel"), part, head, programs, slots),
             "_quantize_bf16_kernel": (y, slot, _Scratch("nope", torch.int8), _Scratch("scale", torch.int32), n,
                                       count("_quantize_bf16_kernel")),
             "_byte_scatter_kernel": (

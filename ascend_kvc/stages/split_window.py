@@ -27,8 +27,8 @@ import triton.language as tl
 
 from ..boundaries import boundaries_in_registers, counted_outputs, nth_boundary
 from ..triton_helpers import resolve_output, resolve_token
-from .block_gather import pool_resolved, store_rotated_bf16
-from .fused import store_output
+from .block_gather import _gather_to_bf16_kernel, pool_resolved, store_rotated_bf16
+from .fused import _fused_compress_kernel, store_output
 
 STATE_FLOATS = 3 * 512  # a piece's state: running max, sum and weighted sum per dimension
 MERGE_ROWS = 4  # piece states a merge step reads as one [MERGE_ROWS, 512] tile
@@ -230,3 +230,55 @@ def _merge_to_bf16_kernel(
             store_rotated_bf16(c, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok,
                                y_bf16_ptr + tl.cast(i, tl.int64) * 512)
         tl.store(slot_out_ptr + i, tl.where(ok & (bad == 0), slot, -1))
+
+
+@triton.jit
+def _merge_or_whole_to_slot_kernel(
+    state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr, weight_ptr,
+    cos_sin_ptr, kv_cache_ptr,
+    num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+    state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, slots_per_page, eps,
+    count_ptr,  # in, [2] int32: the step's outputs for the whole-window loop, then for the merge (one is 0)
+    part_ptr, head_ptr, programs, piece_slots,  # the piece gather's states and heads, as the merge takes them
+    C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr,
+    PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr, KV_FORMAT: tl.constexpr, OVERLAP: tl.constexpr,
+):
+    """A step's last launch on ``fused``: the merge of the split outputs (``_merge_to_slot_kernel``),
+    then the whole windows of the unsplit ones (``fused._fused_compress_kernel``). The boundary
+    search gives all of a step's outputs to one path or the other, so one of the two loops runs
+    zero times; the whole-window loop does not wait on the piece gather, which has ended in the
+    launch before. One launch where the step had two, the path not taken among them."""
+    _merge_to_slot_kernel(part_ptr, head_ptr, weight_ptr, cos_sin_ptr, kv_cache_ptr, num_outputs, programs,
+                          piece_slots, cs_s0, cs_s1, kv_s0, slots_per_page, eps, count_ptr + 1, C, MERGE_ROWS, RUN_ROWS,
+                          NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT, True, OVERLAP)
+    _fused_compress_kernel(state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+                           weight_ptr, cos_sin_ptr, kv_cache_ptr, num_outputs, num_tokens, num_reqs, blocks_per_req,
+                           num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
+                           cs_s0, cs_s1, kv_s0, slots_per_page, eps, count_ptr, C, ROW_TILE, ROWS_PADDED,
+                           LOOKUP_AHEAD, VOLATILE_ROWS, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT, True, OVERLAP)
+
+
+@triton.jit
+def _merge_or_whole_to_bf16_kernel(
+    state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+    y_bf16_ptr, slot_out_ptr,
+    num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+    state_s0, state_s1, state_s2, bt_s0, bt_s1, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1,
+    count_ptr,  # in, [2] int32: the step's outputs for the whole-window loop, then for the merge (one is 0)
+    part_ptr, head_ptr, programs, piece_slots,  # the piece gather's states and heads, as the merge takes them
+    C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, OVERLAP: tl.constexpr,
+):
+    """The default's (``triton-quant``) step: the merge of the split outputs
+    (``_merge_to_bf16_kernel``), then the whole windows of the unsplit ones
+    (``block_gather._gather_to_bf16_kernel``), into the same bf16 rows and slots; as
+    ``_merge_or_whole_to_slot_kernel``, one of the two loops runs zero times."""
+    _merge_to_bf16_kernel(part_ptr, head_ptr, weight_ptr, cos_sin_ptr, y_bf16_ptr, slot_out_ptr, num_outputs,
+                          programs, piece_slots, cs_s0, cs_s1, eps, count_ptr + 1, C, MERGE_ROWS, RUN_ROWS, True,
+                          OVERLAP)
+    _gather_to_bf16_kernel(state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+                           y_bf16_ptr, slot_out_ptr, num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks,
+                           num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1, weight_ptr, eps,
+                           cos_sin_ptr, cs_s0, cs_s1, count_ptr, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS,
+                           True, OVERLAP)

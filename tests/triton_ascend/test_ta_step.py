@@ -7,7 +7,8 @@ from tests/test_step.py and are judged the same way, by the oracle on boundary t
 token by token in Python: an empty step, many boundary tokens (with skipped kv and state slots),
 C = 256 at block size 3, a replay sequence of 0, 1, 3, 5 and 0 boundary tokens on the same
 tensors, a step split over 40 vector cores whose piece gather searches its own tokens (no search
-launch), and a step whose search has three programs (a count kernel, then the list).
+launch), a step that takes the split path and then the unsplit one on one plan, and a step
+whose search has three programs (a count kernel, then the list).
 """
 
 from __future__ import annotations
@@ -78,6 +79,17 @@ def test_search_of_three_programs(route, launches, monkeypatch):
     before = run_step(sw, route)
     judge(sw, sw.kv_cache, before)
     assert "_count_boundaries_kernel" in launches and len(expected_boundaries(sw)) >= 2
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_merge_or_whole_windows_in_one_kernel(route, launches, monkeypatch):
+    """On 5 cores with the occupancy rule, 1 and 3 outputs split and 5 do not: the one kernel
+    after the piece gather runs its merge loop, then its whole-window loop, on one plan."""
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "5")
+    monkeypatch.setenv("ASCEND_KVC_SPLIT", "occupancy")
+    step_module.clear_step_plans()
+    replay_steps(route, 241, (1, 2, 3, 4))  # 1, 3, 5 and 0 outputs
+    assert {"_merge_or_whole_to_slot_kernel", "_merge_or_whole_to_bf16_kernel"} & set(launches), launches
 
 
 def test_the_search_kernels_ran():
