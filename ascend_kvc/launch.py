@@ -52,19 +52,31 @@ def call_signature(tensors: tuple, scalars: tuple) -> tuple[tuple, list]:
     return tuple(key), pointers
 
 
-@functools.lru_cache(maxsize=None)
+_DIRECT_LAUNCH: list[bool] = []  # the answer, once read from Triton's own JITFunction.run
+
+
 def _direct_launch_supported() -> bool:
     """Does this Triton launch a compiled kernel as ``kernel.run(grid..., stream, function,
-    packed_metadata, launch_metadata, enter_hook, exit_hook, *all_args)``? Read from its source."""
+    packed_metadata, launch_metadata, enter_hook, exit_hook, *all_args)``? Read from its source.
+
+    While something has replaced ``JITFunction.run`` (a profiler's or a test's wrapper that counts
+    launches), its source is not Triton's: the answer is no for now, and the question is asked
+    again next time instead of keeping that no for the life of the process."""
+    if _DIRECT_LAUNCH:
+        return _DIRECT_LAUNCH[0]
     try:
         from triton import knobs  # noqa: F401  (Triton >= 3.4)
         from triton.runtime.jit import JITFunction
 
-        src = inspect.getsource(JITFunction.run)
+        run = JITFunction.run
+        if getattr(run, "__module__", None) != JITFunction.__module__:
+            return False  # wrapped: not Triton's own code
+        src = inspect.getsource(run)
     except (ImportError, OSError, TypeError, AttributeError):
         return False
-    return ("kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata, launch_metadata"
-            in " ".join(src.split()) and "*bound_args.values()" in src)
+    _DIRECT_LAUNCH.append("kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata, "
+                          "launch_metadata" in " ".join(src.split()) and "*bound_args.values()" in src)
+    return _DIRECT_LAUNCH[0]
 
 
 # How a CUDA launcher's ``__call__`` hands its arguments to the C launch function, by Triton

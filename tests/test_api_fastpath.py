@@ -175,3 +175,21 @@ def test_repeat_calls_go_through_the_c_launch_function(w, route):
         w.kv_slot_mapping = w.kv_slot_mapping.roll(1)
         run_and_check(w, route, validate=False)
     assert list(api._PLANS.values()) == [plan]
+
+
+def test_a_wrapped_triton_run_does_not_turn_direct_launches_off_for_good():
+    """While something wraps ``JITFunction.run`` (a launch counter such as tests/launches.py, or a
+    profiler), the probe cannot read Triton's source and says no; once the wrapper is gone it reads
+    it again. A process whose first launcher was made under a wrapper used to keep the slow path
+    for good (on an H100, a test that reads the compiled kernel found none)."""
+    from ascend_kvc import launch
+    from launches import record_triton_launches
+
+    launch._DIRECT_LAUNCH.clear()
+    try:
+        with record_triton_launches():
+            assert launch._direct_launch_supported() is False
+        if _triton_minor() in KNOWN_C_LAUNCH_FORMS:
+            assert launch._direct_launch_supported() is True
+    finally:
+        launch._DIRECT_LAUNCH.clear()
