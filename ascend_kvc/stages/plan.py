@@ -19,12 +19,13 @@ A *step* plan (``ascend_kvc.compress_step``, ``step_state_slots`` not ``None``) 
 kernels after the boundary search of ``ascend_kvc.boundaries`` (one launch, two for a search of
 more than one program), with the search's int32 list as ``boundary_token_indices`` and its count
 read on the device (``COUNTED``), the merge and the unsplit gather as one kernel that runs
-whichever of them the search gave the step's outputs (``stages.MERGE_OR_WHOLE``); a step of at most ``boundaries.INLINE_SEARCH_TOKENS`` tokens
-whose every count splits has no search launch, its piece gather searching the tokens itself
-(``inline_search``). Everything sized by the outputs is sized by the step's token
-count, their upper bound: the grids, the scratch, the work split (``step_piece_slots``). The
-tensors a step plan takes are the operator's, with the state slot mapping in the place of
-``boundary_token_indices`` (the kv slot mapping there when the engine has none).
+whichever of them the search gave the step's outputs (``stages.MERGE_OR_WHOLE``); a step of at
+most ``boundaries.INLINE_SEARCH_TOKENS`` tokens whose every count splits has no search launch,
+its piece gather searching the tokens itself (``inline_search``). Everything sized by the
+outputs is sized by the step's token count, their upper bound: the grids, the scratch, the work
+split (``step_piece_slots``). The tensors a step plan takes are the operator's, with the state
+slot mapping in the place of ``boundary_token_indices`` (the kv slot mapping there when the
+engine has none).
 """
 
 from __future__ import annotations
