@@ -69,13 +69,17 @@ def _direct_launch_supported() -> bool:
         from triton.runtime.jit import JITFunction
 
         run = JITFunction.run
-        if getattr(run, "__module__", None) != JITFunction.__module__:
-            return False  # wrapped: not Triton's own code
-        src = inspect.getsource(run)
-    except (ImportError, OSError, TypeError, AttributeError):
+    except (ImportError, AttributeError):  # an older Triton (triton-ascend 3.2): for good
+        _DIRECT_LAUNCH.append(False)
         return False
+    if getattr(run, "__module__", None) != JITFunction.__module__:
+        return False  # wrapped: not Triton's own code, ask again later
+    try:
+        src = " ".join(inspect.getsource(run).split())
+    except (OSError, TypeError):
+        src = ""
     _DIRECT_LAUNCH.append("kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata, "
-                          "launch_metadata" in " ".join(src.split()) and "*bound_args.values()" in src)
+                          "launch_metadata" in src and "*bound_args.values()" in src)
     return _DIRECT_LAUNCH[0]
 
 
