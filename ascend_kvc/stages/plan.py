@@ -79,10 +79,10 @@ _STEP_COUNTS = {
     "_window_piece_kernel": COUNT_SPLIT, "_merge_to_slot_kernel": COUNT_SPLIT, "_merge_to_bf16_kernel": COUNT_SPLIT,
     "_gather_to_bf16_kernel": COUNT_UNSPLIT, "_fused_compress_kernel": COUNT_UNSPLIT,
     "_quantize_bf16_kernel": COUNT_TOTAL, "_byte_scatter_kernel": COUNT_TOTAL,
-    # the unsplit part, then the split part after it (the kernel reads both)
-    "_merge_or_whole_to_slot_kernel": COUNT_UNSPLIT, "_merge_or_whole_to_bf16_kernel": COUNT_UNSPLIT,
 }
-assert COUNT_SPLIT == COUNT_UNSPLIT + 1  # where the merge-or-whole kernels find the split part
+# The merge-or-whole kernels take their unsplit gather's count (and arguments), and find the split
+# count in the next int32.
+assert COUNT_SPLIT == COUNT_UNSPLIT + 1
 
 
 def _step_split(max_outputs: int, C: int, cores: int, min_rows: int, block_size: int,
@@ -211,18 +211,15 @@ class AscendPlan:
                                       count("_merge_to_slot_kernel")),
             "_merge_to_bf16_kernel": (part, head, WEIGHT, COS_SIN, y, slot, *merge_shape, eps,
                                       count("_merge_to_bf16_kernel")),
-            "_merge_or_whole_to_slot_kernel": (
-                STATE, *index_args, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),
-                kv_s0, page_slots, eps, count("_merge_or_whole_to_slot_kernel"), part, head, programs, slots),
-            "_merge_or_whole_to_bf16_kernel": (
-                STATE, *index_args, BLOCK_TABLE, y, slot, *table, WEIGHT, eps, COS_SIN, cs.stride(0), cs.stride(1),
-                count("_merge_or_whole_to_bf16_kernel"), part, head, programs, slots),
             "_quantize_bf16_kernel": (y, slot, _Scratch("nope", torch.int8), _Scratch("scale", torch.int32), n,
                                       count("_quantize_bf16_kernel")),
             "_byte_scatter_kernel": (
                 _Scratch("nope", torch.uint8), _Scratch("y", torch.uint8), _Scratch("scale", torch.uint8), slot,
                 _OUT, n, kv_s0, count("_byte_scatter_kernel")),
         }
+        # the merge-or-whole kernels: their unsplit gather's arguments, then those the merge adds
+        lists["_merge_or_whole_to_slot_kernel"] = (*lists["_fused_compress_kernel"], part, head, programs, slots)
+        lists["_merge_or_whole_to_bf16_kernel"] = (*lists["_gather_to_bf16_kernel"], part, head, programs, slots)
         self._scratch_names: list[str] = []
         self._scratch_refs: list[tuple[str, int]] = []  # (buffer, byte offset in it) the launches take
         launches: list[tuple[KernelLauncher, tuple]] = []
