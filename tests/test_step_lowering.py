@@ -41,9 +41,10 @@ def test_every_step_kernel_reaches_code_generation(report):
         for r in kernels:
             assert r["front_end"] and r["compiler"] == audit.CODEGEN, (e, r["spec"], r.get("compiler_message"))
             cx, kernel = r["spec"]["constexprs"], r["spec"]["kernel"]
-            if kernel not in mx.SEARCH_KERNELS:  # the merge-or-whole kernels always read their counts
-                assert cx.get("COUNTED", kernel in MERGE_OR_WHOLE.values()) is True, (e, r["spec"])
-                assert r["spec"]["pointer_types"]["count_ptr"] == "*i32", (e, r["spec"])
+            if kernel in MERGE_OR_WHOLE.values():  # always counted: no COUNTED to specialise
+                assert "COUNTED" not in cx and r["spec"]["pointer_types"]["count_ptr"] == "*i32", (e, r["spec"])
+            elif kernel not in mx.SEARCH_KERNELS:
+                assert cx["COUNTED"] is True and r["spec"]["pointer_types"]["count_ptr"] == "*i32", (e, r["spec"])
 
 
 def test_search_kernels_read_whole_token_tiles(report):
