@@ -100,6 +100,14 @@ def _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, end, C: tl
 
 
 @triton.jit
+def token_gives_output(positions_ptr, kv_slot_ptr, state_slot_ptr, token, num_tokens, C: tl.constexpr,
+                       HAS_STATE_SLOTS: tl.constexpr):
+    """Whether the one token ``token`` (a scalar; none at or past ``num_tokens``) gives an output:
+    a program that owns a single token tests it with no search."""
+    return _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, token, num_tokens, C, HAS_STATE_SLOTS) != 0
+
+
+@triton.jit
 def boundaries_in_registers(positions_ptr, kv_slot_ptr, state_slot_ptr, num_tokens, INLINE_T: tl.constexpr,
                             C: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr):
     """A small step's search kept in the program (``num_tokens <= INLINE_T``): ``(offs, flag,

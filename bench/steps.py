@@ -10,9 +10,10 @@ Per workload and route, after an oracle check of the step's bytes: graph-replay 
 graphs; none elsewhere), eager time, host time a call, launches a call (device kernels from the
 profiler on a GPU or NPU; Triton launches under the CPU interpreter), and the same for
 ``c128_256_512_compress`` given the boundary indices, with the ratio step / indices given.
-``--gpgpu-path`` plans ``gpgpu``'s steps one way of finding their boundary tokens (token tiles
-where the step allows them, or the search kernels), to compare them on the same steps; each
-``gpgpu`` row of the JSON names the way its plan took.
+``--gpgpu-path`` plans ``gpgpu``'s steps one way of finding their boundary tokens (a program per
+token, the search inside the kernel, token tiles where the step allows them, or the search
+kernels), to compare them on the same steps; each ``gpgpu`` row of the JSON names the way its
+plan took.
 """
 
 from __future__ import annotations
@@ -114,10 +115,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="leave out the official cases run as steps (default: off)")
     p.add_argument("--host-calls", type=int, default=200,
                    help="calls timed for the host time on a GPU or NPU (default: 200)")
-    p.add_argument("--gpgpu-path", choices=["planned", "token-tiles", "search"], default="planned",
-                   help="how gpgpu finds a step's boundary tokens: as planned; token tiles past a decode step "
-                        "(more than 16 requests still search); or the search kernels for every step "
-                        "(gpgpu_fallback/route.py). Each row's JSON names the way taken (default: planned)")
+    p.add_argument("--gpgpu-path", choices=["planned", *memcheck.GPGPU_STEP_PATHS], default="planned",
+                   help="how gpgpu finds a step's boundary tokens: as planned; per-token, a program per token "
+                        "and work item for every step; inline, no per-token grid (a decode step searched inside "
+                        "the kernel); token-tiles, token tiles past a decode step too (more than 16 requests "
+                        "still search); or search, the search kernels for every step (gpgpu_fallback/route.py). "
+                        "Each row's JSON names the way taken (default: planned)")
     p.add_argument("--json", metavar="PATH", help="write the machine line and every row (default: not written)")
     a = p.parse_args(argv)
     from ascend_kvc.routes import route_names

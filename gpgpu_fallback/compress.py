@@ -19,7 +19,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ascend_kvc.boundaries import counted_outputs, next_boundary_in_tile, search_in_program
+from ascend_kvc.boundaries import counted_outputs, next_boundary_in_tile, search_in_program, token_gives_output
 from ascend_kvc.stages.fused import store_output
 from ascend_kvc.triton_helpers import resolve_output, resolve_token
 
@@ -58,11 +58,27 @@ def _window_compress_kernel(
     With ``TOKEN_TILE`` (a step of few requests) the grid is ``(tile of TOKEN_TILE tokens, window
     piece, head-dim tile)`` instead: each program finds its tile's boundary tokens and does their
     work items one after another; ``num_outputs`` is then the scratch's slots, one a tile and one
-    a token (``route.CompressPlan``)."""
+    a token (``route.CompressPlan``). ``TOKEN_TILE`` 1 (a small step) is a tile of one token: the
+    program tests its token and does its one work item if the token gives an output, with a slot
+    of scratch a token."""
     D_TILES: tl.constexpr = 512 // BLOCK_D
     pid = tl.program_id(0)
     if COUNTED:
-        if TOKEN_TILE > 0:
+        if TOKEN_TILE == 1:
+            # One program per token and work item (a small step, as vLLM's kernel runs): the token
+            # is the program's own, tested with no search; its scratch is the token's slot.
+            token = pid // (SPLITS * D_TILES)
+            if token_gives_output(positions_ptr, slot_mapping_ptr, state_slot_ptr, token, num_tokens, C,
+                                  HAS_STATE_SLOTS):
+                _compress_work_item(
+                    pid, token.to(tl.int64),
+                    state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+                    weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
+                    num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+                    cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
+                    C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
+                    NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP, True)
+        elif TOKEN_TILE > 0:
             tile, sub = pid // (SPLITS * D_TILES), pid % (SPLITS * D_TILES)
             first = tile * TOKEN_TILE
             lane, count = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first, num_tokens,

@@ -10,8 +10,12 @@ window pieces, grid, scalar arguments, the compiled kernel); ``ascend_kvc.api`` 
 that a repeat call only reads the current stream, finds its scratch and launches.
 
 A step plan (``ascend_kvc.compress_step``, ``step_state_slots`` not ``None``) runs the kernel in
-its counted form, one of three ways, chosen from what the host knows without a sync:
+its counted form, one of four ways, chosen from what the host knows without a sync:
 
+- a step whose tokens times an output's work items are at most ``STEP_PER_TOKEN_PROGRAMS_PER_UNIT``
+  programs a compute unit (a decode step of few tokens, or of ratio 4): one program per token and
+  work item, which tests its own token and does nothing more unless it gives an output, as vLLM's
+  kernel runs; no search, one launch;
 - a step of at most ``STEP_INLINE_TOKENS`` tokens (decode): every program searches the step's
   tokens itself, then a grid-stride loop over the counted outputs' work items; one launch;
 - a larger step of at most ``STEP_TILE_MAX_REQUESTS`` requests (prefill chunks): one program per
@@ -60,6 +64,10 @@ STEP_PROGRAMS_PER_UNIT = 16
 # knows whether it has work: fewer programs search less (an H100's 256-token decode step with 8
 # outputs: 18.7 us a replay at 4 per SM against 20.3 at 16; bench/RESULTS.md).
 STEP_INLINE_PROGRAMS_PER_UNIT = 4
+# A step whose grid of one program per token and work item has at most this many programs a
+# compute unit (no more than the search inside the kernel would launch) runs that grid: each
+# program tests its own token, with no search before its work (bench/RESULTS.md).
+STEP_PER_TOKEN_PROGRAMS_PER_UNIT = STEP_INLINE_PROGRAMS_PER_UNIT
 # A step's tiles and window pieces are tuned for the outputs a step of its token count typically
 # has (one per C tokens: a decode step a few, an official case exactly its own), not for its
 # token count; its piece states, one set per token (the outputs' bound), may take at most this
@@ -134,13 +142,16 @@ class CompressPlan:
         self.search_launchers: list[tuple[KernelLauncher, bool]] = []  # (launcher, is the list kernel)
         inline_t = 0  # a step small enough to be searched inside the kernel: its token tile
         token_tile = 0  # a step of few requests: tokens a program owns (and searches) in the tiled grid
+        items_per_output = splits * (HEAD_DIM // tiles.block_d)
         if self.step:
             num_tokens = args.token_to_req.shape[0]
             search = plan_search(num_tokens, units)
             self._search_scalars = (num_tokens, search.chunk, 0, 1, 0)  # no work split: all outputs unsplit
             count_cx, list_cx = search_constexprs(C, bool(step_state_slots))
             self._multi_chunk = search.programs > 1
-            if num_tokens <= STEP_INLINE_TOKENS:
+            if num_tokens * items_per_output <= STEP_PER_TOKEN_PROGRAMS_PER_UNIT * units:
+                token_tile = 1  # scratch: a slot a token
+            elif num_tokens <= STEP_INLINE_TOKENS:
                 inline_t = max(16, triton.next_power_of_2(num_tokens))
             elif args.block_table.shape[0] <= STEP_TILE_MAX_REQUESTS:
                 token_tile = C
@@ -174,13 +185,13 @@ class CompressPlan:
                           INLINE_T=inline_t, TOKEN_TILE=token_tile,
                           HAS_STATE_SLOTS=bool(step_state_slots), SLOTS_PER_PAGE=args.slots_per_page,
                           KV_FORMAT=KV_FORMAT_CODES[args.kv_format], OVERLAP=args.overlap, **FORMAT_SLOT_CONSTEXPRS)
-        items_per_output = splits * (HEAD_DIM // tiles.block_d)
         items = n * items_per_output
         per_unit = STEP_INLINE_PROGRAMS_PER_UNIT if inline_t else STEP_PROGRAMS_PER_UNIT
         options = dict(num_warps=tiles.warps, num_stages=tiles.stages)
         if token_tile:
             grid = (triton.cdiv(n, token_tile) * items_per_output,)
-            cap = one_wave_registers(grid[0], tiles.warps, units) if _caps_registers(dev) else None
+            # the cap is for the loop over a tile's further outputs, which a tile of one token has not
+            cap = one_wave_registers(grid[0], tiles.warps, units) if _caps_registers(dev) and token_tile > 1 else None
             if cap is not None:
                 options["maxnreg"] = cap
         else:

@@ -96,16 +96,17 @@ def test_formats_and_page_widths_match_the_truth(kv_format, slots_per_page, C, o
     _judge(w, got, before, f"{kv_format}, P={slots_per_page}, C={C}, overlap={overlap}, bs={block_size}")
 
 
-@pytest.mark.parametrize("path", ["inline", "token-tiles", "search"])
+@pytest.mark.parametrize("path", ["per-token", "inline", "token-tiles", "search"])
 @pytest.mark.parametrize("kv_format,slots_per_page,C,overlap,block_size", [
     ("fp8_e4m3", 3, 128, False, 8),
     ("bf16", 4, 4, True, 3),
     ("int8", 2, 4, False, 8),
 ])
 def test_step_and_new_cache_match_the_truth(kv_format, slots_per_page, C, overlap, block_size, path):
-    """``compress_step`` finds the boundaries on the device: inside the kernel, by every program
-    for a small step or by each program in its own tile of tokens past ``STEP_INLINE_TOKENS``, or
-    with the search kernels (more requests than ``STEP_TILE_MAX_REQUESTS``); and ``out=None``."""
+    """``compress_step`` finds the boundaries on the device: inside the kernel, by each program
+    for its own token or by every program for a small step, by each program in its own tile of
+    tokens past ``STEP_INLINE_TOKENS``, or with the search kernels (more requests than
+    ``STEP_TILE_MAX_REQUESTS``); and ``out=None``."""
     inline = path == "inline"
     clear_launch_plans()
     w = _workload(kv_format, slots_per_page, C, overlap, block_size, seed=7 + slots_per_page)

@@ -53,7 +53,7 @@ def judge(sw, got: torch.Tensor, before: torch.Tensor, expect_outputs: int | Non
     return report
 
 
-# gpgpu's three ways of finding a step's boundary tokens, each forced on small steps
+# gpgpu's four ways of finding a step's boundary tokens, each forced on small steps
 # (tools/memcheck.py holds them, for its step scenario too).
 GPGPU_PATHS = memcheck.GPGPU_STEP_PATHS
 gpgpu_step_path = memcheck.gpgpu_step_path
@@ -246,6 +246,29 @@ def test_gpgpu_token_tiles(case, work, monkeypatch):
         assert plan.launcher.grid[0] == -(-sw.num_tokens // C) * work_items
     report = judge(sw, sw.kv_cache, before)
     assert report.num_outputs_written == len(expected_boundaries(sw)) >= (12 if case == "crowded" else 2)
+
+
+@pytest.mark.parametrize("spans,C,overlap,path", [
+    ([(3 + 4 * r, 1) for r in range(64)], 4, True, "per-token"),  # 64 decode tokens, ratio 4: 64 programs
+    ([(127, 1)], 128, False, "per-token"),  # one token: its 64 work items (4 pieces of 16 dim tiles)
+    ([(127 + r, 1) for r in range(256)], 128, False, "inline"),  # 256 tokens x 64 items: a search is less
+])
+def test_gpgpu_small_steps_take_a_program_per_token(spans, C, overlap, path, monkeypatch):
+    """As planned for an H200 (sm90 tiles, 132 SMs): a step whose grid of one program per token
+    and work item is no larger than the in-kernel search's (4 programs a unit) takes that grid,
+    each program testing its own token; a larger one keeps the search."""
+    monkeypatch.setattr(gpgpu_route, "device_kind", lambda dev: "cuda:sm90")
+    monkeypatch.setattr(gpgpu_route, "compute_units", lambda *a: 132)
+    sw = make_step_workload(spans, C, block_size=8, seed=5, overlap=overlap)
+    args, _ = step_module.check_step_metadata(*sw.args(), **sw.kwargs())
+    plan = gpgpu_route.step_plan(args, sw.kv_cache, "gpgpu", False)
+    assert gpgpu_plan_path(plan) == path
+    work_items = plan.splits * (512 // plan.launcher.constexprs["BLOCK_D"])
+    if path == "per-token":
+        assert plan.launcher.grid[0] == sw.num_tokens * work_items <= 4 * 132
+        assert "maxnreg" not in plan.launcher.options  # no loop over further outputs to cap
+    else:
+        assert sw.num_tokens * work_items > 4 * 132
 
 
 def test_one_wave_registers():

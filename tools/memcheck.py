@@ -168,14 +168,16 @@ def check_scenario(route: str, name: str, defect: Callable, C: int, block_size: 
     return "; ".join(problems)
 
 
-# gpgpu's three ways of finding a step's boundary tokens (gpgpu_fallback/route.py), each forced on
-# a small step by its route constants: searched by every program (steps of up to
+# gpgpu's four ways of finding a step's boundary tokens (gpgpu_fallback/route.py), each forced on
+# a small step by its route constants: one token a program (a grid of at most
+# STEP_PER_TOKEN_PROGRAMS_PER_UNIT programs a unit), searched by every program (steps of up to
 # STEP_INLINE_TOKENS tokens), one tile of C tokens a program (few requests), or the search
 # kernels' list (more requests than STEP_TILE_MAX_REQUESTS).
 GPGPU_STEP_PATHS = {
-    "inline": {},
-    "token-tiles": dict(STEP_INLINE_TOKENS=0),
-    "search": dict(STEP_INLINE_TOKENS=0, STEP_TILE_MAX_REQUESTS=0),
+    "per-token": dict(STEP_PER_TOKEN_PROGRAMS_PER_UNIT=2**40),
+    "inline": dict(STEP_PER_TOKEN_PROGRAMS_PER_UNIT=0),
+    "token-tiles": dict(STEP_PER_TOKEN_PROGRAMS_PER_UNIT=0, STEP_INLINE_TOKENS=0),
+    "search": dict(STEP_PER_TOKEN_PROGRAMS_PER_UNIT=0, STEP_INLINE_TOKENS=0, STEP_TILE_MAX_REQUESTS=0),
 }
 
 
@@ -203,7 +205,8 @@ def gpgpu_plan_path(plan) -> str:
     """Which of ``GPGPU_STEP_PATHS`` a gpgpu step plan took."""
     if plan.launcher.constexprs["INLINE_T"]:
         return "inline"
-    return "token-tiles" if plan.launcher.constexprs["TOKEN_TILE"] else "search"
+    tile = plan.launcher.constexprs["TOKEN_TILE"]
+    return "per-token" if tile == 1 else "token-tiles" if tile else "search"
 
 
 def check_step(route: str, device: str) -> str:
