@@ -164,14 +164,26 @@ class KernelLauncher:
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
         self.constexprs = constexprs
         self.options = options
-        params = getattr(kernel, "params", None)
-        self._tail = None  # constexpr values in signature order, for the direct path
-        if params is not None and _direct_launch_supported():
-            names = [p.name for p in params if p.is_constexpr]
-            runtime = [p for p in params if not p.is_constexpr]
-            if set(names) == set(constexprs) and all(p is params[k] for k, p in enumerate(runtime)):
-                self._tail = tuple(constexprs[n] for n in names)
+        # constexpr values in signature order, for the direct path; asked again at the next slow
+        # launch while the probe's answer is only "not now" (``JITFunction.run`` was wrapped)
+        self._tail, self._ask_again = self._constexpr_tail()
         self._compiled = None
+
+    def _constexpr_tail(self) -> tuple[tuple | None, bool]:
+        """``(tail, ask again)``: the constexpr values in the kernel's signature order, where this
+        Triton launches directly and every constexpr follows the runtime arguments (else
+        ``None``), and whether a ``None`` may change (the probe could not read Triton's own
+        ``JITFunction.run``, which something wrapped)."""
+        params = getattr(self.kernel, "params", None)
+        if params is None:
+            return None, False
+        if not _direct_launch_supported():
+            return None, not _DIRECT_LAUNCH
+        names = [p.name for p in params if p.is_constexpr]
+        runtime = [p for p in params if not p.is_constexpr]
+        if set(names) == set(self.constexprs) and all(p is params[k] for k, p in enumerate(runtime)):
+            return tuple(self.constexprs[n] for n in names), False
+        return None, False
 
     @property
     def direct(self) -> bool:
@@ -211,6 +223,8 @@ class KernelLauncher:
             self._run(*self.grid, stream, self._function, self._packed, meta, enter, leave, *full)
             return
         result = self.kernel[self.grid](*args, **self.constexprs, **self.options)
+        if self._ask_again:  # made under a wrapped ``run`` (a profiler's): direct once it is gone
+            self._tail, self._ask_again = self._constexpr_tail()
         if self._tail is not None and all(hasattr(result, a) for a in ("run", "function", "packed_metadata")):
             self._run, self._function, self._packed = result.run, result.function, result.packed_metadata
             self._compiled = result

@@ -193,3 +193,60 @@ def test_a_wrapped_triton_run_does_not_turn_direct_launches_off_for_good():
             assert launch._direct_launch_supported() is True
     finally:
         launch._DIRECT_LAUNCH.clear()
+
+
+def test_a_launcher_made_under_a_wrapped_run_asks_again_at_its_next_launch():
+    """A launcher made while something wrapped ``JITFunction.run`` (a launch counter, a profiler
+    during an engine's warm-up) has no constexpr tail, so no direct path; at its next launch
+    with ``run`` unwrapped it asks the probe again and finds the tail, instead of re-binding its
+    arguments through ``kernel[grid]`` for its plan's whole life. A stand-in kernel: the
+    interpreter's kernels have no parameter list."""
+    from types import SimpleNamespace
+
+    from ascend_kvc import launch
+    from launches import record_triton_launches
+
+    class StandInKernel:
+        params = [SimpleNamespace(name="x", is_constexpr=False), SimpleNamespace(name="N", is_constexpr=True)]
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: None  # no compiled kernel: the launcher stays slow
+
+    launch._DIRECT_LAUNCH.clear()
+    try:
+        with record_triton_launches():
+            launcher = launch.KernelLauncher(StandInKernel(), (1,), {"N": 4}, {})
+            assert launcher._tail is None
+            launcher(0, 1)
+            assert launcher._tail is None  # still wrapped: not now
+        launcher(0, 1)
+        if _triton_minor() in KNOWN_C_LAUNCH_FORMS:
+            assert launcher._tail == (4,)
+    finally:
+        launch._DIRECT_LAUNCH.clear()
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="compiled-kernel launches need a CUDA device")
+@pytest.mark.parametrize("route", PLANNED_ROUTES)
+def test_a_plan_made_under_a_wrapped_run_launches_directly_once_it_is_unwrapped(w, route):
+    """The same for a real plan: made and first run under the tests' launch counter, every one of
+    its launchers goes direct from its first call after the counter is gone."""
+    from ascend_kvc import launch
+    from launches import record_triton_launches
+
+    launch._DIRECT_LAUNCH.clear()
+    api._PLANS.clear()
+    try:
+        with record_triton_launches():
+            run_and_check(w, route, validate=False)
+        plan = next(iter(api._PLANS.values()))
+        launchers = [launcher for launcher, _, _ in plan.launches] if hasattr(plan, "launches") else [plan.launcher]
+        assert launchers and not any(launcher.direct for launcher in launchers)
+        w.kv_slot_mapping = w.kv_slot_mapping.roll(1)
+        run_and_check(w, route, validate=False)
+        assert list(api._PLANS.values()) == [plan]
+        if _triton_minor() in KNOWN_C_LAUNCH_FORMS:
+            assert all(launcher.direct for launcher in launchers)
+    finally:
+        launch._DIRECT_LAUNCH.clear()
+        api._PLANS.clear()
