@@ -64,29 +64,23 @@ def _window_compress_kernel(
     D_TILES: tl.constexpr = 512 // BLOCK_D
     pid = tl.program_id(0)
     if COUNTED:
-        if TOKEN_TILE == 1:
-            # One program per token and work item (a small step, as vLLM's kernel runs): the token
-            # is the program's own, tested with no search; its scratch is the token's slot.
-            token = pid // (SPLITS * D_TILES)
-            if token_gives_output(positions_ptr, slot_mapping_ptr, state_slot_ptr, token, num_tokens, C,
-                                  HAS_STATE_SLOTS):
-                _compress_work_item(
-                    pid, token.to(tl.int64),
-                    state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
-                    weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
-                    num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
-                    cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
-                    C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
-                    NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP, True)
-        elif TOKEN_TILE > 0:
+        if TOKEN_TILE > 0:
             tile, sub = pid // (SPLITS * D_TILES), pid % (SPLITS * D_TILES)
-            first = tile * TOKEN_TILE
-            lane, count = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first, num_tokens,
-                                                -1, TOKEN_TILE, C, HAS_STATE_SLOTS)
+            if TOKEN_TILE == 1:
+                # One program per token and work item (a small step, as vLLM's kernel runs): the
+                # token is the program's own, tested with no search.
+                first, lane = tile, 0
+                has_output = token_gives_output(positions_ptr, slot_mapping_ptr, state_slot_ptr, tile, num_tokens, C,
+                                                HAS_STATE_SLOTS)
+            else:
+                first = tile * TOKEN_TILE
+                lane, count = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first, num_tokens,
+                                                    -1, TOKEN_TILE, C, HAS_STATE_SLOTS)
+                has_output = count > 0
             # The tile's first output outside any loop, as the indexed call's program runs its one
             # (a gather nested in a loop over outputs ran far slower on an H100; bench/RESULTS.md),
             # its scratch at the tile's own slot (as dense as the indexed call's).
-            if count > 0:
+            if has_output:
                 _compress_work_item(
                     tile * (SPLITS * D_TILES) + sub, (first + lane).to(tl.int64),
                     state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
@@ -97,18 +91,19 @@ def _window_compress_kernel(
                     NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP, True)
             # A tile that ends several requests' windows: its further outputs one after another, each
             # after the last one's lane, their scratch at num_tiles + their token.
-            for _ in range(1, count):
-                lane, _n = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first, num_tokens,
-                                                 lane, TOKEN_TILE, C, HAS_STATE_SLOTS)
-                token = (first + lane).to(tl.int64)
-                _compress_work_item(
-                    (tl.cdiv(num_tokens, TOKEN_TILE) + token) * (SPLITS * D_TILES) + sub, token,
-                    state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
-                    weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
-                    num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
-                    cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
-                    C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
-                    NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP, True)
+            if TOKEN_TILE > 1:
+                for _ in range(1, count):
+                    lane, _n = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first, num_tokens,
+                                                     lane, TOKEN_TILE, C, HAS_STATE_SLOTS)
+                    token = (first + lane).to(tl.int64)
+                    _compress_work_item(
+                        (tl.cdiv(num_tokens, TOKEN_TILE) + token) * (SPLITS * D_TILES) + sub, token,
+                        state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+                        weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
+                        num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+                        cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
+                        C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
+                        NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP, True)
         else:
             if INLINE_T > 0:
                 n = search_in_program(positions_ptr, slot_mapping_ptr, state_slot_ptr, boundary_ptr, num_tokens, pid,
