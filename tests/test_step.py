@@ -249,7 +249,7 @@ def test_gpgpu_token_tiles(case, work, monkeypatch):
 
 
 @pytest.mark.parametrize("spans,C,overlap,path", [
-    ([(3 + 4 * r, 1) for r in range(64)], 4, True, "per-token"),  # 64 decode tokens, ratio 4: 64 programs
+    ([(3 + 4 * r, 1) for r in range(64)], 4, True, "per-token"),  # 64 decode tokens, ratio 4: 2 pieces each
     ([(127, 1)], 128, False, "per-token"),  # one token: its 64 work items (4 pieces of 16 dim tiles)
     ([(127 + r, 1) for r in range(256)], 128, False, "inline"),  # 256 tokens x 64 items: a search is less
 ])
