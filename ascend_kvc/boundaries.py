@@ -20,6 +20,14 @@ On the planned Ascend rungs a small step that always splits skips the search lau
 gather's programs each find the tokens in registers (``boundaries_in_registers``,
 ``nth_boundary``) and its program 0 writes the count, as the list kernel would have.
 
+On the planned Ascend rungs a larger step of at most ``TILE_MAX_REQUESTS`` requests has no search
+either: its outputs are its tiles of C tokens (``ceil(num_tokens / C)`` of them, which the host
+knows), output ``i`` the first boundary token of tile ``i`` (``first_boundary_in_tile``; none:
+skipped), and the kernels run the indexed call's plan for that many outputs (``step_outputs``,
+``step_output_token``). A tile's further boundary tokens (requests ending a window in one tile)
+are taken one after another by the last gather launch's whole-window loop
+(``next_boundary_in_tile``), and on the default by its quantise and scatter kernels.
+
 The list kernel also decides the work split of the planned Ascend rungs from the count
 (``split_counts``): it writes the count three times, all of it, the part the unsplit kernels
 take, the part the split kernels take (one of the last two is zero). Each kernel loops to its own
@@ -51,6 +59,13 @@ MIN_CHUNK_TOKENS = BLOCK_T
 # of outputs takes the split path is searched inside the piece gather (``boundaries_in_registers``
 # in every program: a [512] int32 prefix sum), one launch fewer than the list kernel's.
 INLINE_SEARCH_TOKENS = 512
+# On the planned Ascend rungs, a larger step of at most this many requests (block-table rows: a
+# prefill chunk or a few) has no search launch: its outputs are its tiles of C tokens, each the tile's first boundary
+# token (``first_boundary_in_tile``), and the tiles' further boundary tokens (where requests end a
+# window in one tile; a request's consecutive positions give a tile at most one) are taken one
+# after another in the last launch's whole-window loop. With more requests the boundaries may
+# crowd into a few tiles (a decode batch), so those steps keep the search and its list.
+TILE_MAX_REQUESTS = 16
 
 
 @triton.jit
@@ -59,6 +74,17 @@ def counted_outputs(count_ptr, num_outputs, COUNTED: tl.constexpr):
     boundary search left at ``count_ptr`` (never more than ``num_outputs``, the list's length)."""
     if COUNTED:
         return tl.minimum(tl.load(count_ptr), num_outputs)
+    else:
+        return num_outputs
+
+
+@triton.jit
+def step_outputs(count_ptr, num_outputs, tile_from, COUNTED: tl.constexpr):
+    """``counted_outputs`` for the kernels that also run a step by token tile (``tile_from >= 0``,
+    ``first_boundary_in_tile``): there they loop over all ``num_outputs`` tiles, a number the host
+    knows, and read no count."""
+    if COUNTED:
+        return tl.where(tile_from >= 0, num_outputs, tl.minimum(tl.load(count_ptr), num_outputs))
     else:
         return num_outputs
 
@@ -136,6 +162,34 @@ def next_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num
     flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, first + lanes,
                            tl.minimum(num_tokens, first + TILE), C, HAS_STATE_SLOTS)
     return tl.min(tl.where(flag != 0, lanes, TILE), axis=0), tl.sum(flag, axis=0)
+
+
+@triton.jit
+def first_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, tile, num_tokens, C: tl.constexpr,
+                           HAS_STATE_SLOTS: tl.constexpr):
+    """The first token of tile ``tile`` (tokens ``tile * C`` to ``tile * C + C - 1``, those below
+    ``num_tokens``) that gives an output, as int64; -1 where none does."""
+    first = tile * C
+    lane, _count = next_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num_tokens, -1, C, C,
+                                         HAS_STATE_SLOTS)
+    return tl.where(lane < C, first + lane, -1).to(tl.int64)
+
+
+@triton.jit
+def step_output_token(i, boundary_ptr, positions_ptr, kv_slot_ptr, state_slot_ptr, num_tokens, tile_from,
+                      C: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr, COUNTED: tl.constexpr):
+    """Output ``i``'s token (int64; -1 where a tile has none): entry ``i`` of the boundary list, or in
+    a step run by token tile (``COUNTED`` and ``tile_from >= 0``) the first boundary token of tile
+    ``i``."""
+    if COUNTED:
+        if tile_from >= 0:
+            token = first_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, i, num_tokens, C,
+                                           HAS_STATE_SLOTS)
+        else:
+            token = tl.load(boundary_ptr + i).to(tl.int64)
+    else:
+        token = tl.load(boundary_ptr + i).to(tl.int64)
+    return token
 
 
 @triton.jit

@@ -153,9 +153,12 @@ def _run(a, routes: list[str], device: str, time_fn, rows: list[dict]) -> None:
         for route in routes:
             step_module.clear_step_plans()
             row = measure(kind, sw, expected, route, device, time_fn, a.host_calls)
-            if route == "gpgpu":  # the way the step's plan found its boundary tokens
-                plans = list(step_module._STEP_PLANS.values())
+            plans = list(step_module._STEP_PLANS.values())  # the way the step's plan found its boundary tokens
+            if route == "gpgpu":
                 row["gpgpu_path"] = memcheck.gpgpu_plan_path(plans[0]) if plans else None
+            elif plans and hasattr(plans[0], "token_tiles"):  # the Ascend routes
+                row["ascend_path"] = ("inline" if plans[0].inline_search else
+                                      "token-tiles" if plans[0].token_tiles else "search")
             rows.append(row)
             if row["check"] != "ok":
                 print(f"{row['case']:<28} {route:<13} CHECK FAILED: {row['check_detail'][:200]}")

@@ -35,7 +35,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from ascend_kvc.boundaries import plan_search, search_constexprs
+from ascend_kvc.boundaries import TILE_MAX_REQUESTS, plan_search, search_constexprs
 from ascend_kvc.boundaries import _count_boundaries_kernel, _list_boundaries_kernel
 from ascend_kvc.device import compute_units, device_kind
 from ascend_kvc.launch import KernelLauncher, stream_scratch, stream_state
@@ -56,8 +56,8 @@ STEP_INLINE_TOKENS = 1024
 # positions give a tile at most one boundary token, so a tile's programs do at most this many
 # outputs one after another. With more requests the boundaries of a step may crowd into a few
 # tiles (a decode batch whose requests reach a window's end together), so those steps keep the
-# search and its list, which the grid shares evenly.
-STEP_TILE_MAX_REQUESTS = 16
+# search and its list, which the grid shares evenly. The Ascend ``fused`` route's bound, the same rule.
+STEP_TILE_MAX_REQUESTS = TILE_MAX_REQUESTS
 # A step's grid: at most this many programs per compute unit loop over the counted work items.
 STEP_PROGRAMS_PER_UNIT = 16
 # The same for a step searched inside the kernel, where every program runs the search before it

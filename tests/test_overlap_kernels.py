@@ -11,7 +11,7 @@ sizes below, equal to and above the window, as a call and as a step (``compress_
 import pytest
 import torch
 
-from ascend_kvc import api, c128_256_512_compress, compress_step, step
+from ascend_kvc import api, boundaries, c128_256_512_compress, compress_step, step
 from ascend_kvc.oracle import check_cache
 from ascend_kvc.stages import plan
 from ascend_kvc.stages.work_split import MIN_PIECE_ROWS
@@ -122,12 +122,13 @@ def _boundary_tokens(sw) -> torch.Tensor:
 @pytest.mark.parametrize("route", ROUTES)
 @WINDOWS
 @pytest.mark.parametrize("n_cores", [1, 5], ids=["unsplit", "split"])
-def test_step_matches_the_truth(route, overlap, n_cores, cores):
+def test_step_matches_the_truth(route, overlap, n_cores, cores, monkeypatch):
     """A step of a prefill from position 0, a span from 5, and two decode tokens (one closes a
     window); the boundaries are found on the device, which hands them to the split kernels (on 5
     cores: the 8 or 9 outputs of ratio 4 would leave cores idle; overlap's wider piece tiles split
     every count) or to the unsplit gather (one core)."""
     cores(n_cores, short_pieces=not overlap)
+    monkeypatch.setattr(boundaries, "TILE_MAX_REQUESTS", 0)  # the search's path, not token tiles
     sw = make_step_workload([(0, 21), (5, 11), (31, 1), (32, 1)], 4, block_size=8 if overlap else 2, seed=n_cores,
                             device=DEVICE, overlap=overlap, skip_fraction=0.1)
     boundary = _boundary_tokens(sw)

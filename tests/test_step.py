@@ -198,7 +198,8 @@ def test_replay_sequence_without_capture(route):
 def test_many_chunk_search(route, monkeypatch):
     """A search of several programs (a count kernel, then the list kernel reading the counts)."""
     monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
-    monkeypatch.setattr(gpgpu_route, "STEP_TILE_MAX_REQUESTS", 0)  # gpgpu: the search, not its token tiles
+    monkeypatch.setattr(gpgpu_route, "STEP_TILE_MAX_REQUESTS", 0)  # the search, not token tiles (gpgpu's
+    monkeypatch.setattr(boundaries, "TILE_MAX_REQUESTS", 0)  # and the Ascend routes')
     step_module.clear_step_plans()
     sw = make_step_workload([(0, 1400), (600, 1700)], 128, block_size=16, seed=51, skip_fraction=0.7, device=DEVICE)
     assert boundaries.plan_search(sw.num_tokens, 4).programs == 4
@@ -309,10 +310,11 @@ def test_step_with_bad_indices_touches_nothing_else(route, path):
     """``validate=False`` (``tools/memcheck.check_step``): the boundary tokens with a request past
     the table, a slot past the cache, a block id past the state cache or a negative one in their
     window give no output; the margins around ``kv_cache`` and ``state_cache`` (guard bytes, NaN
-    rows) keep their values; every other output is the truth's. On gpgpu, each of its paths."""
-    with gpgpu_step_path(path):
-        problem = memcheck.check_step(route, DEVICE)
-        if path:
+    rows) keep their values; every other output is the truth's. On each route, each of its paths
+    (the Ascend routes' taken checked inside ``check_step``)."""
+    with memcheck.step_path(route, path):
+        problem = memcheck.check_step(route, DEVICE, None if route == "gpgpu" else path)
+        if route == "gpgpu":
             assert gpgpu_plan_path(next(iter(step_module._STEP_PLANS.values()))) == path
     assert not problem, problem
 
@@ -668,6 +670,7 @@ def test_one_kernel_merges_split_outputs_or_pools_whole_windows(route, monkeypat
     (the merge's loop runs), 5 do not (the whole-window loop runs), all on one plan."""
     monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "5")
     monkeypatch.setenv("ASCEND_KVC_SPLIT", "occupancy")
+    monkeypatch.setattr(boundaries, "TILE_MAX_REQUESTS", 0)  # the search, not token tiles
     assert boundaries.every_count_splits(3, 10**6, 5, False) and not boundaries.every_count_splits(5, 10**6, 5, False)
     step_module.clear_step_plans()
     replay_steps(route, 181, (1, 2, 3, 4))  # 1, 3, 5 and 0 outputs
@@ -701,7 +704,7 @@ def test_decode_step_searches_inside_the_piece_gather(route, monkeypatch):
 @pytest.mark.parametrize("extra,inline", [(0, True), (1, False)])
 def test_inline_search_up_to_its_token_bound(extra, inline, monkeypatch):
     """Up to ``INLINE_SEARCH_TOKENS`` tokens the piece gather searches (its last token a boundary
-    token, found); one token more and the list kernel does."""
+    token, found); one token more and the step (two requests on ``fused``) goes by token tile."""
     monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
     monkeypatch.setattr(boundaries, "INLINE_SEARCH_TOKENS", 64)  # the plan's bound and the kernel's INLINE_T
     step_module.clear_step_plans()
@@ -711,6 +714,42 @@ def test_inline_search_up_to_its_token_bound(extra, inline, monkeypatch):
     before = run_step(sw, "ascend:fused")
     judge(sw, sw.kv_cache, before)
     (plan,) = step_module._STEP_PLANS.values()
-    assert plan.inline_search == inline
-    assert ("_list_boundaries_kernel" in plan.kernels) != inline
+    assert plan.inline_search == inline and plan.token_tiles != inline
+    assert "_list_boundaries_kernel" not in plan.kernels
+    step_module.clear_step_plans()
+
+
+# The kernels of an Ascend step by token tile, split and unsplit: the indexed call's, with no search.
+_TILE_KERNELS = {
+    ("ascend:fused", True): ["_window_piece_kernel", "_merge_or_whole_to_slot_kernel"],
+    ("ascend:fused", False): ["_fused_compress_kernel"],
+    ("ascend", True): ["_window_piece_kernel", "_merge_or_whole_to_bf16_kernel", "_quantize_bf16_kernel",
+                       "_byte_scatter_kernel"],
+    ("ascend", False): ["_gather_to_bf16_kernel", "_quantize_bf16_kernel", "_byte_scatter_kernel"],
+}
+
+
+@pytest.mark.parametrize("cores", ["40", "1"])
+@pytest.mark.parametrize("case", list(TOKEN_TILE_STEPS))
+@pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
+def test_ascend_token_tiles(route, case, cores, monkeypatch):
+    """An Ascend step past the inline search from at most ``TILE_MAX_REQUESTS`` requests: no search
+    launch. Its outputs are its tiles of C tokens, the indexed call's kernels on that many: on 40
+    vector cores the piece gather takes each tile's first boundary token and the merge-or-whole
+    kernel's whole-window loop a tile's further ones ("crowded": 12 in one tile; the default's
+    quantise and scatter find their rows the same way); on one core (and for 8-row windows, which
+    the indexed call does not split either) the whole-window gather takes them all."""
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", cores)
+    monkeypatch.setattr(boundaries, "INLINE_SEARCH_TOKENS", 16)  # these steps are past it
+    spans, C, bs, overlap, state_slots, skip = TOKEN_TILE_STEPS[case]
+    step_module.clear_step_plans()
+    sw = make_step_workload(spans, C, block_size=bs, seed=67, state_slots=state_slots, skip_fraction=skip,
+                            overlap=overlap, device=DEVICE)
+    before = run_step(sw, route)
+    (plan,) = step_module._STEP_PLANS.values()
+    assert plan.token_tiles and not plan.inline_search
+    assert plan.split.split == (cores == "40" and case != "ratio-4-overlap")  # 8-row windows: the indexed call's
+    assert plan.kernels == _TILE_KERNELS[route, plan.split.split], plan.kernels
+    report = judge(sw, sw.kv_cache, before)
+    assert report.num_outputs_written == len(expected_boundaries(sw)) >= (12 if case == "crowded" else 2)
     step_module.clear_step_plans()

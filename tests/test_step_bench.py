@@ -27,6 +27,7 @@ def test_bench_steps_small(tmp_path):
     assert kinds == {"decode", "mixed", "official"}
     assert all(r["check"] == "ok" and r["step_ms"] > 0 and r["indexed_ms"] > 0 for r in rows)
     assert {r["num_outputs"] for r in rows if r["kind"] == "decode"} == {0, 1}
+    assert all(r["ascend_path"] in ("inline", "token-tiles", "search") for r in rows)  # the way each plan took
     # an empty step launches its search and nothing that does work; a step with outputs launches more
     by_case = {r["case"]: r for r in rows}
     assert by_case["decode-R1-B0-C128"]["step_launches"] >= 1

@@ -12,7 +12,8 @@ NaN state rows). Afterwards the margins must be untouched, the bad outputs' slot
 their bytes and every valid output must hold the float64 truth's bytes (a read of a NaN guard
 row would show there). Without a GPU it runs the same kernels under the Triton interpreter
 (``--small``, also a test in tests/test_memory_safety.py). ``--steps`` adds ``compress_step``
-with bad indices on each device-search route (``check_step``; tests/test_step.py runs it too).
+with bad indices on each device-search route, each way it can find a step's boundary tokens
+(``check_step``; tests/test_step.py runs it too).
 Exit status 1 if anything failed.
 """
 
@@ -181,24 +182,44 @@ GPGPU_STEP_PATHS = {
 }
 
 
-@contextlib.contextmanager
-def gpgpu_step_path(path: str | None):
-    """Plan gpgpu steps the ``GPGPU_STEP_PATHS[path]`` way (``None``: as the route plans them), with
-    fresh step plans before and after."""
-    from ascend_kvc.step import clear_step_plans
-    from gpgpu_fallback import route as gpgpu_route
+# The Ascend rungs' two ways for a step past the search inside the piece gather (ascend_kvc/
+# boundaries.py): by token tile (at most TILE_MAX_REQUESTS requests) or the search kernels' list.
+ASCEND_STEP_PATHS = {"token-tiles": {}, "search": dict(TILE_MAX_REQUESTS=0)}
 
-    forced = GPGPU_STEP_PATHS[path] if path else {}
-    saved = {name: getattr(gpgpu_route, name) for name in forced}
+
+@contextlib.contextmanager
+def _forced(module, forced: dict):
+    """``module``'s constants set to ``forced`` inside, with fresh step plans before and after."""
+    from ascend_kvc.step import clear_step_plans
+
+    saved = {name: getattr(module, name) for name in forced}
     clear_step_plans()
     try:
         for name, value in forced.items():
-            setattr(gpgpu_route, name, value)
+            setattr(module, name, value)
         yield
     finally:
         for name, value in saved.items():
-            setattr(gpgpu_route, name, value)
+            setattr(module, name, value)
         clear_step_plans()
+
+
+def gpgpu_step_path(path: str | None):
+    """Plan gpgpu steps the ``GPGPU_STEP_PATHS[path]`` way (``None``: as the route plans them), with
+    fresh step plans before and after."""
+    from gpgpu_fallback import route as gpgpu_route
+
+    return _forced(gpgpu_route, GPGPU_STEP_PATHS[path] if path else {})
+
+
+def step_path(route: str, path: str | None):
+    """``gpgpu_step_path`` on ``gpgpu``; on the Ascend routes, their steps planned the
+    ``ASCEND_STEP_PATHS[path]`` way."""
+    if route == "gpgpu":
+        return gpgpu_step_path(path)
+    from ascend_kvc import boundaries
+
+    return _forced(boundaries, ASCEND_STEP_PATHS[path] if path else {})
 
 
 def gpgpu_plan_path(plan) -> str:
@@ -209,12 +230,13 @@ def gpgpu_plan_path(plan) -> str:
     return "per-token" if tile == 1 else "token-tiles" if tile else "search"
 
 
-def check_step(route: str, device: str) -> str:
+def check_step(route: str, device: str, path: str | None = None) -> str:
     """``compress_step`` with ``validate=False`` on a step of two requests (1000 tokens, C=128,
     7 boundary tokens) where four boundary tokens carry a bad index: a request past the table, a
     slot past the cache, a block id past the state cache and a negative one in their windows.
     Returns "" if the margins kept their values, those four wrote nothing and the other three
-    hold the truth's bytes, else what went wrong."""
+    hold the truth's bytes, else what went wrong. ``path``: the way an Ascend route's plan must
+    have taken (``ASCEND_STEP_PATHS``; ``None``, as planned: by token tile, two requests)."""
     import torch
 
     from ascend_kvc import compress_step
@@ -235,6 +257,11 @@ def check_step(route: str, device: str) -> str:
     b.state_cache, sw.kv_cache = guards.state_cache, guards.kv_cache
     compress_step(*sw.args(), **sw.kwargs(), route=route, validate=False)
     problems = guards.problems(device)
+    if route != "gpgpu":  # which of ASCEND_STEP_PATHS the plan took: by tile, or the search's list
+        from ascend_kvc.step import _STEP_PLANS
+
+        taken = ["token-tiles" if plan.token_tiles else "search" for plan in _STEP_PLANS.values()]
+        problems += [f"the step took the {t} path" for t in taken if t != (path or "token-tiles")]
     report = check_cache(sw.as_operator(torch.tensor(bnd, device=device)).checked_args(), sw.kv_cache, guards.before)
     if not report.ok:
         problems.append(str(report))
@@ -243,9 +270,10 @@ def check_step(route: str, device: str) -> str:
     return "; ".join(problems)
 
 
-def step_runs() -> list[tuple[str, str | None]]:
-    """``(route, gpgpu path or None)`` of ``--steps``: each device-search route, gpgpu each way."""
-    return [*(("gpgpu", path) for path in GPGPU_STEP_PATHS), ("ascend", None), ("ascend:fused", None)]
+def step_runs() -> list[tuple[str, str]]:
+    """``(route, path)`` of ``--steps``: each device-search route each way (``step_path``)."""
+    return [*(("gpgpu", path) for path in GPGPU_STEP_PATHS),
+            *((route, path) for route in ("ascend", "ascend:fused") for path in ASCEND_STEP_PATHS)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--routes", nargs="*", help="routes to run (default: every route)")
     parser.add_argument("--scenarios", nargs="*", help="scenarios to run (default: all)")
     parser.add_argument("--steps", action="store_true",
-                        help="also compress_step with bad indices on each device-search route (gpgpu each way)")
+                        help="also compress_step with bad indices on each device-search route, each way")
     args = parser.parse_args(argv)
 
     import torch
@@ -285,8 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps:
         for route, path in step_runs():
             try:
-                with gpgpu_step_path(path):
-                    problem = check_step(route, device)
+                with step_path(route, path):
+                    problem = check_step(route, device, path if route != "gpgpu" else None)
             except Exception as exc:
                 problem = f"raised {type(exc).__name__}: {exc}"
             if problem:

@@ -155,7 +155,9 @@ def _cache_pointer(kv_format: str) -> str:
 
 
 def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype, kv_format: str = "int8",
-                 overlap: bool = False) -> KernelSpec:
+                 overlap: bool = False, state_slots: bool = False) -> KernelSpec:
+    """The whole-window gather of ``stage``; ``state_slots``: a step's, which reads a state slot
+    mapping (the planned rungs: a step by token tile tests the tokens itself)."""
     kind, block_d, unmasked_middle, normalised, _ = _LADDER[stage]
     state = _state_pointer(state_dtype)
     if kind == "random":
@@ -178,17 +180,18 @@ def _gather_spec(stage: str, block_size: int, C: int, state_dtype: torch.dtype, 
         return KernelSpec(
             "ascend_kvc.stages.fused", "_fused_compress_kernel",
             dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["unsplit"],
-                 VOLATILE_ROWS=False, **FORMAT_SLOT_CONSTEXPRS, KV_FORMAT=KV_FORMAT_CODES[kv_format], OVERLAP=overlap),
+                 VOLATILE_ROWS=False, **FORMAT_SLOT_CONSTEXPRS, KV_FORMAT=KV_FORMAT_CODES[kv_format], OVERLAP=overlap,
+                 HAS_STATE_SLOTS=state_slots),
             {"state_ptr": state, **_INDEX_POINTERS, "weight_ptr": "*bf16", "cos_sin_ptr": "*fp32",
-             "kv_cache_ptr": _cache_pointer(kv_format)},
+             "kv_cache_ptr": _cache_pointer(kv_format), "state_slot_ptr": "*i64"},
         )
     if _LADDER[stage][4] == "quantize":  # the default: its own kernel, the window loop of fused, bf16 out
         return KernelSpec(
             "ascend_kvc.stages.block_gather", "_gather_to_bf16_kernel",
             dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["unsplit"],
-                 VOLATILE_ROWS=False, OVERLAP=overlap),
+                 VOLATILE_ROWS=False, OVERLAP=overlap, HAS_STATE_SLOTS=state_slots),
             {"state_ptr": state, **_INDEX_POINTERS, "pooled_ptr": "*i16", "slot_out_ptr": "*i64", "weight_ptr": "*bf16",
-             "cos_sin_ptr": "*fp32"},
+             "cos_sin_ptr": "*fp32", "state_slot_ptr": "*i64"},
         )
     return KernelSpec(
         "ascend_kvc.stages.block_gather", "_block_gather_softmax_kernel",
@@ -216,7 +219,9 @@ def piece_row_tile(block_size: int, window: int | None = None) -> int:
 def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype, kv_format: str = "int8",
                  overlap: bool = False, inline_tokens: int = 0, state_slots: bool = False) -> list[KernelSpec]:
     """The piece gather and the merge of a split window (``split_window``); ``inline_tokens``: the
-    piece gather's own boundary search of a step of at most that many tokens (0: none)."""
+    piece gather's own boundary search of a step of at most that many tokens (0: none);
+    ``state_slots``: a step's state slot mapping, which the piece gather reads where it searches
+    or runs by token tile."""
     from ..layout import window_rows
     from ..slot_bytes import FORMAT_SLOT_CONSTEXPRS, KV_FORMAT_CODES
 
@@ -224,8 +229,7 @@ def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype, 
     piece = KernelSpec(
         "ascend_kvc.stages.split_window", "_window_piece_kernel",
         dict(C=C, ROW_TILE=tile, ROWS_PADDED=block_size % tile != 0, LOOKUP_AHEAD=LOOKUP_AHEAD["piece"],
-             VOLATILE_ROWS=False, RUN_ROWS=tile, OVERLAP=overlap, INLINE_T=inline_tokens,
-             HAS_STATE_SLOTS=bool(inline_tokens) and state_slots),
+             VOLATILE_ROWS=False, RUN_ROWS=tile, OVERLAP=overlap, INLINE_T=inline_tokens, HAS_STATE_SLOTS=state_slots),
         {"state_ptr": _state_pointer(state_dtype), **_INDEX_POINTERS, "part_ptr": "*fp32", "head_ptr": "*i64",
          "state_slot_ptr": "*i64"},
     )
@@ -244,23 +248,32 @@ def _split_specs(stage: str, block_size: int, C: int, state_dtype: torch.dtype, 
     return [piece, merge]
 
 
-def _quantize_spec() -> KernelSpec:
+# The quantise and scatter kernels' view of a step by token tile: its tokens' index tensors.
+_TILE_TOKEN_POINTERS = {"positions_ptr": "*i64", "kv_slot_ptr": "*i64", "state_slot_ptr": "*i64"}
+
+
+def _quantize_spec(token_tile: int = 1, state_slots: bool = False) -> KernelSpec:
+    """``token_tile``: a step's tiles of C tokens (its compress ratio; 1 where no step runs by tile),
+    ``state_slots``: its state slot mapping, read where it does."""
     from ..layout import NOPE_DIM
 
     return KernelSpec(
-        "ascend_kvc.stages.quantize", "_quantize_bf16_kernel", dict(NOPE_DIM=NOPE_DIM),
-        {"y_bf16_ptr": "*i16", "slot_ptr": "*i64", "nope_ptr": "*i8", "scale_ptr": "*i32"},
+        "ascend_kvc.stages.quantize", "_quantize_bf16_kernel",
+        dict(NOPE_DIM=NOPE_DIM, TOKEN_TILE=token_tile, HAS_STATE_SLOTS=state_slots),
+        {"y_bf16_ptr": "*i16", "slot_ptr": "*i64", "nope_ptr": "*i8", "scale_ptr": "*i32", **_TILE_TOKEN_POINTERS},
     )
 
 
-def _scatter_spec() -> KernelSpec:
+def _scatter_spec(token_tile: int = 1, state_slots: bool = False) -> KernelSpec:
+    """As ``_quantize_spec``."""
     from ..layout import NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE
 
     return KernelSpec(
         "ascend_kvc.stages.scatter", "_byte_scatter_kernel",
         dict(NOPE_DIM=NOPE_DIM, PAYLOAD_BYTES=PAYLOAD_BYTES, SCALE_BYTES=SCALE_BYTES, SCALE_REGION=SCALE_REGION,
-             SLOTS_PER_PAGE=SLOTS_PER_PAGE),
-        {"nope_ptr": "*u8", "y_bf16_ptr": "*u8", "scale_ptr": "*u8", "slot_ptr": "*i64", "kv_cache_ptr": "*u8"},
+             SLOTS_PER_PAGE=SLOTS_PER_PAGE, TOKEN_TILE=token_tile, HAS_STATE_SLOTS=state_slots),
+        {"nope_ptr": "*u8", "y_bf16_ptr": "*u8", "scale_ptr": "*u8", "slot_ptr": "*i64", "kv_cache_ptr": "*u8",
+         **_TILE_TOKEN_POINTERS},
     )
 
 
@@ -328,17 +341,19 @@ def kernel_specializations(
         from ..boundaries import INLINE_SEARCH_TOKENS
 
         specs = _split_specs(stage, block_size, compress_ratio, state_dtype, kv_format, overlap,
-                             INLINE_SEARCH_TOKENS if inline_search else 0, state_slots)
+                             INLINE_SEARCH_TOKENS if inline_search else 0, step and state_slots)
         if step and not inline_search:  # the device picks the split or the unsplit gather by the step's count
-            specs.append(_gather_spec(stage, block_size, compress_ratio, state_dtype, kv_format, overlap))
+            specs.append(_gather_spec(stage, block_size, compress_ratio, state_dtype, kv_format, overlap,
+                                      step and state_slots))
     else:
-        specs = [_gather_spec(stage, block_size, compress_ratio, state_dtype, kv_format, overlap)]
+        specs = [_gather_spec(stage, block_size, compress_ratio, state_dtype, kv_format, overlap, step and state_slots)]
     if device_type == "cuda" and stage in ASCEND_PLANNED_STAGES:
         specs = [_with_volatile_rows(spec) for spec in specs]
+    tile = (compress_ratio, state_slots) if step else ()  # a step's rows by token tile
     if writer == "quantize":
-        specs.append(_quantize_spec())
+        specs.append(_quantize_spec(*tile))
     if writer in ("triton", "quantize"):
-        specs.append(_scatter_spec())
+        specs.append(_scatter_spec(*tile))
     specs = [_counted(spec, step) if spec.kernel in _COUNTED_KERNELS else spec for spec in specs]
     if step and split and not inline_search:  # the merge and the unsplit gather: one launch
         merge, whole = specs[1], specs[2]

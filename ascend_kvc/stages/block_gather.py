@@ -21,9 +21,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ..boundaries import counted_outputs
+from ..boundaries import counted_outputs, next_boundary_in_tile
 from ..slot_bytes import inverse_rms, rope_row, rotated_pair_bits
-from ..triton_helpers import bf16_rne_bits, launch_index_kernel, online_softmax_update, resolve_output
+from ..triton_helpers import bf16_rne_bits, launch_index_kernel, online_softmax_update, resolve_output, resolve_token
 
 
 @triton.jit
@@ -188,29 +188,6 @@ def pool_resolved(
 
 
 @triton.jit
-def pool_output(
-    i, first, last,
-    state_ptr,  # in, [num_blocks, block_size, 1024], float32/bfloat16
-    boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,  # in, index tensors
-    block_table_ptr,  # in, [num_reqs, blocks_per_req], int32/int64
-    num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
-    state_s0, state_s1, state_s2, bt_s0, bt_s1,
-    C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
-    VOLATILE_ROWS: tl.constexpr, OVERLAP: tl.constexpr,
-):
-    """Output ``i`` resolved (``resolve_output``) and rows ``first..last`` of its window (``C``
-    rows, ``2C`` with ``OVERLAP``) pooled (``pool_resolved``): ``(ok, pos, slot, m, l, acc,
-    n_bad)``. The window loop of the default's gather and ``fused``."""
-    ok, req, pos, slot = resolve_output(
-        i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-        num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
-    m, l, acc, n_bad = pool_resolved(ok, req, pos, first, last, state_ptr, block_table_ptr, num_blocks, block_size,
-                                     state_s0, state_s1, state_s2, bt_s0, bt_s1,
-                                     C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, OVERLAP)
-    return ok, pos, slot, m, l, acc, n_bad
-
-
-@triton.jit
 def _rotate_rope_dims(y, cos_sin_row_ptr, cs_s1, ok):
     """``y [512]`` with the GPT-J pairs of dims 448..511 rotated (fp32); every other dim unchanged.
 
@@ -321,8 +298,10 @@ def _gather_to_bf16_kernel(
     cos_sin_ptr,  # in, [max_pos, 64], float32
     cs_s0, cs_s1,
     count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
+    state_slot_ptr,  # in, [num_tokens]: a step's state slots (read with HAS_STATE_SLOTS)
+    tile_from,  # >= 0 (with COUNTED): a step by token tile, each tile's outputs from its tile_from-th on; else -1
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
-    VOLATILE_ROWS: tl.constexpr, COUNTED: tl.constexpr, OVERLAP: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr, COUNTED: tl.constexpr, OVERLAP: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr,
 ):
     """The default's gather (``triton-quant``): one program pools one whole output at a time
     (``pool_window`` with unmasked middle blocks, the loop of ``fused``) and writes its bf16 row
@@ -334,21 +313,67 @@ def _gather_to_bf16_kernel(
     carries no bf16 mode. On an H200 at 40 programs this kernel took about 1.37x the time of
     ``fused``'s, whose window loop is the same, until its row loads were made volatile on CUDA
     (``_load_rows``: ptxas had scheduled some of them after the math that waits on the others)
-    and, 1.10x, until the per-output block moved into ``pool_output`` (same instructions, a
-    different schedule); now 1.01-1.03x (measured on an H200; git history of bench/RESULTS.md).
-    ``OVERLAP``: the overlapping ratio-4 compressor's window of ``2C`` rows (``pool_resolved``)."""
-    WINDOW: tl.constexpr = C + C * OVERLAP  # rows one output pools
+    and, 1.10x, until the per-output block moved into a function of its own (now
+    ``_gather_token_to_bf16``: same instructions, a different schedule); now 1.01-1.03x (measured on an H200; git history of bench/RESULTS.md).
+    ``OVERLAP``: the overlapping ratio-4 compressor's window of ``2C`` rows (``pool_resolved``).
+
+    A step by token tile (``tile_from >= 0``): ``num_outputs`` tiles of C tokens; tile ``t``'s first
+    boundary token gets row ``t`` (its slot -1 where the tile has none), a further one, token ``b``,
+    row ``num_outputs + b`` (``tile_rows``), which the quantise and scatter kernels find the same way."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
-    for i in range(pid, counted_outputs(count_ptr, num_outputs, COUNTED), num_programs):
-        ok, pos, slot, m, l, acc, n_bad = pool_output(
-            i, 0, WINDOW - 1, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-            block_table_ptr, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
-            state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, OVERLAP)
-        if n_bad == 0:
-            store_rotated_bf16(acc / l, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok,
-                               pooled_ptr + tl.cast(i, tl.int64) * 512)
-        tl.store(slot_out_ptr + i, tl.where(n_bad == 0, slot, -1))
+    n = counted_outputs(count_ptr, num_outputs, COUNTED)  # outputs from the boundary list
+    if COUNTED:
+        by_tile = tile_from >= 0
+        n = tl.where(by_tile, 0, n)
+        for t in range(pid, tl.where(by_tile, num_outputs, 0), num_programs):
+            first = t * C
+            lane, count = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first, num_tokens,
+                                                -1, C, C, HAS_STATE_SLOTS)
+            if tile_from == 0:  # the tile's first output, or its row's slot -1
+                _gather_token_to_bf16(
+                    tl.where(count > 0, first + lane, -1).to(tl.int64), t, state_ptr, token_to_req_ptr,
+                    positions_ptr, slot_mapping_ptr, block_table_ptr, pooled_ptr, slot_out_ptr, num_tokens, num_reqs,
+                    blocks_per_req, num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0,
+                    bt_s1, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD,
+                    VOLATILE_ROWS, OVERLAP)
+            for _ in range(1, count):
+                lane, _n = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first, num_tokens,
+                                                 lane, C, C, HAS_STATE_SLOTS)
+                _gather_token_to_bf16(
+                    (first + lane).to(tl.int64), num_outputs + first + lane, state_ptr, token_to_req_ptr,
+                    positions_ptr, slot_mapping_ptr, block_table_ptr, pooled_ptr, slot_out_ptr, num_tokens, num_reqs,
+                    blocks_per_req, num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0,
+                    bt_s1, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD,
+                    VOLATILE_ROWS, OVERLAP)
+    for i in range(pid, n, num_programs):
+        _gather_token_to_bf16(
+            tl.load(boundary_ptr + i).to(tl.int64), i, state_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            block_table_ptr, pooled_ptr, slot_out_ptr, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots,
+            max_pos, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1, weight_ptr, eps, cos_sin_ptr, cs_s0,
+            cs_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, OVERLAP)
+
+
+@triton.jit
+def _gather_token_to_bf16(
+    token, row, state_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr, pooled_ptr,
+    slot_out_ptr, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+    state_s0, state_s1, state_s2, bt_s0, bt_s1, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1,
+    C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr, OVERLAP: tl.constexpr,
+):
+    """The whole window of boundary token ``token`` (int64) into bf16 row ``row`` and its slot
+    (-1, and no row, where the token is out of range, skipped or its window has a bad block)."""
+    WINDOW: tl.constexpr = C + C * OVERLAP  # rows one output pools
+    ok, req, pos, slot = resolve_token(token, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_tokens, num_reqs,
+                                       blocks_per_req, num_slots, max_pos, block_size, C)
+    m, l, acc, n_bad = pool_resolved(ok, req, pos, 0, WINDOW - 1, state_ptr, block_table_ptr, num_blocks, block_size,
+                                     state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED,
+                                     LOOKUP_AHEAD, VOLATILE_ROWS, OVERLAP)
+    if n_bad == 0:
+        store_rotated_bf16(acc / l, weight_ptr, eps, cos_sin_ptr + (pos // C) * C * cs_s0, cs_s1, ok,
+                           pooled_ptr + tl.cast(row, tl.int64) * 512)
+    tl.store(slot_out_ptr + row, tl.where(n_bad == 0, slot, -1))
 
 
 def launch(args, spec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -23,9 +23,10 @@ import triton
 import triton.language as tl
 
 from ..device import persistent_programs
-from ..boundaries import counted_outputs
+from ..boundaries import counted_outputs, next_boundary_in_tile
 from ..slot_bytes import store_pooled_slot_bytes
-from .block_gather import pool_output, store_rotated_bf16
+from ..triton_helpers import resolve_token
+from .block_gather import pool_resolved, store_rotated_bf16
 
 
 @triton.jit
@@ -60,21 +61,70 @@ def _fused_compress_kernel(
     state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, slots_per_page,
     eps,
     count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
+    state_slot_ptr,  # in, [num_tokens]: a step's state slots (read with HAS_STATE_SLOTS)
+    tile_from,  # >= 0 (with COUNTED): a step by token tile, each tile's outputs from its tile_from-th on; else -1
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
     VOLATILE_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr,
     SCALE_BYTES: tl.constexpr, KV_FORMAT: tl.constexpr, COUNTED: tl.constexpr, OVERLAP: tl.constexpr,
+    HAS_STATE_SLOTS: tl.constexpr,
 ):
-    WINDOW: tl.constexpr = C + C * OVERLAP  # rows one output pools: 2C with the overlapping compressor
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
-    for i in range(pid, counted_outputs(count_ptr, num_outputs, COUNTED), num_programs):
-        ok, pos, slot, m, l, acc, n_bad = pool_output(
-            i, 0, WINDOW - 1, state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-            block_table_ptr, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
-            state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, OVERLAP)
-        if n_bad == 0:
-            store_output(acc / l, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0,
-                         slots_per_page, C, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT)
+    n = counted_outputs(count_ptr, num_outputs, COUNTED)  # outputs from the boundary list
+    if COUNTED:
+        # A step by token tile: ``num_outputs`` tiles of C tokens, each tile's boundary tokens one
+        # after another (found after the last one's lane), from its ``tile_from``-th on; no list.
+        by_tile = tile_from >= 0
+        n = tl.where(by_tile, 0, n)
+        for t in range(pid, tl.where(by_tile, num_outputs, 0), num_programs):
+            first = t * C
+            lane, count = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
+                                                num_tokens, -1, C, C, HAS_STATE_SLOTS)
+            if (tile_from == 0) & (count > 0):
+                _compress_token(
+                    (first + lane).to(tl.int64), state_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+                    block_table_ptr, weight_ptr, cos_sin_ptr, kv_cache_ptr, num_tokens, num_reqs,
+                    blocks_per_req, num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2,
+                    bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, slots_per_page, eps, C, ROW_TILE, ROWS_PADDED,
+                    LOOKUP_AHEAD, VOLATILE_ROWS, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT, OVERLAP)
+            for _ in range(1, count):
+                lane, _n = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
+                                                 num_tokens, lane, C, C, HAS_STATE_SLOTS)
+                _compress_token(
+                    (first + lane).to(tl.int64), state_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+                    block_table_ptr, weight_ptr, cos_sin_ptr, kv_cache_ptr, num_tokens, num_reqs,
+                    blocks_per_req, num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2,
+                    bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, slots_per_page, eps, C, ROW_TILE, ROWS_PADDED,
+                    LOOKUP_AHEAD, VOLATILE_ROWS, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT, OVERLAP)
+    for i in range(pid, n, num_programs):
+        _compress_token(
+            tl.load(boundary_ptr + i).to(tl.int64), state_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            block_table_ptr, weight_ptr, cos_sin_ptr, kv_cache_ptr, num_tokens, num_reqs, blocks_per_req, num_blocks,
+            num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0,
+            slots_per_page, eps, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, NOPE_DIM, PAYLOAD_BYTES,
+            SCALE_BYTES, KV_FORMAT, OVERLAP)
+
+
+@triton.jit
+def _compress_token(
+    token, state_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr, weight_ptr, cos_sin_ptr,
+    kv_cache_ptr, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+    state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, slots_per_page, eps,
+    C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
+    VOLATILE_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr,
+    SCALE_BYTES: tl.constexpr, KV_FORMAT: tl.constexpr, OVERLAP: tl.constexpr,
+):
+    """The whole window of boundary token ``token`` (int64): resolved (``resolve_token``; nothing is
+    read or written where it is out of range or skipped), pooled, and its slot written."""
+    WINDOW: tl.constexpr = C + C * OVERLAP  # rows one output pools: 2C with the overlapping compressor
+    ok, req, pos, slot = resolve_token(token, token_to_req_ptr, positions_ptr, slot_mapping_ptr, num_tokens, num_reqs,
+                                       blocks_per_req, num_slots, max_pos, block_size, C)
+    m, l, acc, n_bad = pool_resolved(ok, req, pos, 0, WINDOW - 1, state_ptr, block_table_ptr, num_blocks, block_size,
+                                     state_s0, state_s1, state_s2, bt_s0, bt_s1, C, ROW_TILE, ROWS_PADDED,
+                                     LOOKUP_AHEAD, VOLATILE_ROWS, OVERLAP)
+    if n_bad == 0:
+        store_output(acc / l, pos, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, kv_cache_ptr, slot, kv_s0,
+                     slots_per_page, C, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT)
 
 
 def cache_row_stride(out, kv_format: str) -> int:
@@ -95,6 +145,6 @@ def launch(args, out, spec) -> None:
         cs.shape[0], args.block_size,
         st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1), cs.stride(0), cs.stride(1),
         cache_row_stride(out, args.kv_format), args.slots_per_page, args.rms_norm_eps,
-        args.boundary_token_indices,  # count_ptr: not read (COUNTED is False)
+        args.boundary_token_indices, args.boundary_token_indices, -1,  # count, state slots: not read (COUNTED is False)
         **spec.constexprs,
     )

@@ -21,11 +21,15 @@ more than one program), with the search's int32 list as ``boundary_token_indices
 read on the device (``COUNTED``), the merge and the unsplit gather as one kernel that runs
 whichever of them the search gave the step's outputs (``stages.MERGE_OR_WHOLE``); a step of at
 most ``boundaries.INLINE_SEARCH_TOKENS`` tokens whose every count splits has no search launch,
-its piece gather searching the tokens itself (``inline_search``). Everything sized by the
-outputs is sized by the step's token count, their upper bound: the grids, the scratch, the work
-split (``step_piece_slots``). The tensors a step plan takes are the operator's, with the state
-slot mapping in the place of ``boundary_token_indices`` (the kv slot mapping there when the
-engine has none).
+its piece gather searching the tokens itself (``inline_search``); a larger step of at most
+``boundaries.TILE_MAX_REQUESTS`` requests has none either (``token_tiles``): its tiles of C tokens
+are its outputs, planned as the indexed call plans that many, each tile's first boundary token
+taken by the piece gather (or the unsplit gather) and its further ones by the last gather
+launch's whole-window loop (on the default, rows after the tiles', which its quantise and scatter
+find by the same scan). Otherwise everything sized by the outputs is sized by the step's token
+count, their upper bound: the grids, the scratch, the work split (``step_piece_slots``). The
+tensors a step plan takes are the operator's, with the state slot mapping in the place of
+``boundary_token_indices`` (the kv slot mapping there when the engine has none).
 """
 
 from __future__ import annotations
@@ -161,11 +165,20 @@ class AscendPlan:
         # a small step that always splits: the piece gather searches its tokens itself (no search launch)
         # (read from ``boundaries`` at plan time, where ``kernel_specializations`` reads the kernel's bound)
         self.inline_search = all_split and args.token_to_req.shape[0] <= boundaries.INLINE_SEARCH_TOKENS
+        # a larger step of few requests: by token tile, no search (``boundaries.TILE_MAX_REQUESTS``)
+        self.token_tiles = (step and not self.inline_search
+                            and args.block_table.shape[0] <= boundaries.TILE_MAX_REQUESTS)
+        if self.token_tiles:  # the tiles are the outputs, as many as the host knows: the indexed call's split
+            n = -(-args.token_to_req.shape[0] // args.compress_ratio)
+            self.split = plan_split(n, C, cores, min_rows, piece_row_tile(bs, C),
+                                    unsplit_row_tile(bs) if wider_tiles_split else None)
         specs = kernel_specializations(stage, bs, args.compress_ratio, args.state_cache.dtype, split=self.split.split,
                                        device_type=dev.type, step=step, state_slots=bool(step_state_slots),
                                        kv_format=args.kv_format, overlap=args.overlap,
                                        inline_search=self.inline_search)
-        if search is not None and search.programs == 1:  # one chunk: the list kernel counts it itself
+        if self.token_tiles:
+            specs = [s for s in specs if s.module != "ascend_kvc.boundaries"]
+        elif search is not None and search.programs == 1:  # one chunk: the list kernel counts it itself
             specs = [s for s in specs if s.kernel != "_count_boundaries_kernel"]
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         # out=None: a new contiguous tensor
@@ -178,7 +191,13 @@ class AscendPlan:
         table = (n, num_tokens, bt.shape[0], bt.shape[1], st.shape[0], num_slots, cs.shape[0], bs,
                  st.stride(0), st.stride(1), st.stride(2), bt.stride(0), bt.stride(1))
         programs = self.split.programs
-        slots = step_piece_slots(self.split, self.split_max) if step and self.split.split else self.split.piece_slots
+        slots = (step_piece_slots(self.split, self.split_max) if step and self.split.split and not self.token_tiles
+                 else self.split.piece_slots)
+        # a step by token tile: the piece gather and the unsplit gather take each tile's first output,
+        # the merge-or-whole kernel's whole-window loop the tiles' further ones (-1: the outputs of a list)
+        by_tile, further = (0, 1) if self.token_tiles else (-1, -1)
+        # the quantise and scatter kernels' view of the step's tokens, for its tiles' further rows
+        tile_tokens = (POSITIONS, SLOT_MAPPING, STATE_SLOTS, num_tokens, by_tile)
         boundary = _LIST if step else BOUNDARY
         index_args = (boundary, TOKEN_TO_REQ, POSITIONS, SLOT_MAPPING)
 
@@ -189,8 +208,11 @@ class AscendPlan:
         eps = args.rms_norm_eps
         part, head = _Scratch("part", torch.float32), _Scratch("head", torch.int64)
         y, slot = _Scratch("y", torch.int16), _Scratch("slot", torch.int64)
-        sizes = {"part": programs * slots * (STATE_FLOATS + 1) * 4, "head": n * 2 * 8, "y": n * HEAD_DIM * 2,
-                 "slot": n * 8, "nope": n * NOPE_DIM, "scale": n * NOPE_GROUPS * 4,
+        # the default's rows between launches: one an output; by token tile one a tile, then one a token
+        # (a tile's further outputs: ``block_gather._gather_to_bf16_kernel``)
+        rows = n + num_tokens if self.token_tiles else n
+        sizes = {"part": programs * slots * (STATE_FLOATS + 1) * 4, "head": n * 2 * 8, "y": rows * HEAD_DIM * 2,
+                 "slot": rows * 8, "nope": rows * NOPE_DIM, "scale": rows * NOPE_GROUPS * 4,
                  "list": num_tokens * 4, "count": 12, "counts": 4 * (search.programs if step else 1)}
         chunk = search.chunk if step else 0
         rule = (self.split_max, cores, int(split_always)) if step else ()
@@ -201,25 +223,29 @@ class AscendPlan:
                                         *rule),
             "_gather_to_bf16_kernel": (
                 STATE, *index_args, BLOCK_TABLE, y, slot, *table,
-                WEIGHT, eps, COS_SIN, cs.stride(0), cs.stride(1), count("_gather_to_bf16_kernel")),
+                WEIGHT, eps, COS_SIN, cs.stride(0), cs.stride(1), count("_gather_to_bf16_kernel"), STATE_SLOTS,
+                by_tile),
             "_fused_compress_kernel": (
                 STATE, *index_args, BLOCK_TABLE, WEIGHT, COS_SIN, _OUT, *table, cs.stride(0), cs.stride(1),
-                kv_s0, page_slots, eps, count("_fused_compress_kernel")),
+                kv_s0, page_slots, eps, count("_fused_compress_kernel"), STATE_SLOTS, by_tile),
             "_window_piece_kernel": (STATE, *index_args, BLOCK_TABLE, part, head, n, programs, slots, *table[1:],
-                                     _COUNT if self.inline_search else count("_window_piece_kernel"), STATE_SLOTS),
+                                     _COUNT if self.inline_search else count("_window_piece_kernel"), STATE_SLOTS,
+                                     by_tile),
             "_merge_to_slot_kernel": (part, head, WEIGHT, COS_SIN, _OUT, *merge_shape, kv_s0, page_slots, eps,
-                                      count("_merge_to_slot_kernel")),
+                                      count("_merge_to_slot_kernel"), -1),
             "_merge_to_bf16_kernel": (part, head, WEIGHT, COS_SIN, y, slot, *merge_shape, eps,
-                                      count("_merge_to_bf16_kernel")),
+                                      count("_merge_to_bf16_kernel"), -1),
             "_quantize_bf16_kernel": (y, slot, _Scratch("nope", torch.int8), _Scratch("scale", torch.int32), n,
-                                      count("_quantize_bf16_kernel")),
+                                      count("_quantize_bf16_kernel"), *tile_tokens),
             "_byte_scatter_kernel": (
                 _Scratch("nope", torch.uint8), _Scratch("y", torch.uint8), _Scratch("scale", torch.uint8), slot,
-                _OUT, n, kv_s0, count("_byte_scatter_kernel")),
+                _OUT, n, kv_s0, count("_byte_scatter_kernel"), *tile_tokens),
         }
         # the merge-or-whole kernels: their unsplit gather's arguments, then those the merge adds
-        lists["_merge_or_whole_to_slot_kernel"] = (*lists["_fused_compress_kernel"], part, head, programs, slots)
-        lists["_merge_or_whole_to_bf16_kernel"] = (*lists["_gather_to_bf16_kernel"], part, head, programs, slots)
+        lists["_merge_or_whole_to_slot_kernel"] = (*lists["_fused_compress_kernel"][:-1], further, part, head, programs,
+                                                   slots)
+        lists["_merge_or_whole_to_bf16_kernel"] = (*lists["_gather_to_bf16_kernel"][:-1], further, part, head, programs,
+                                                   slots)
         self._scratch_names: list[str] = []
         self._scratch_refs: list[tuple[str, int]] = []  # (buffer, byte offset in it) the launches take
         launches: list[tuple[KernelLauncher, tuple]] = []

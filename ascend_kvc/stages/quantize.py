@@ -13,31 +13,56 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..boundaries import counted_outputs
+from ..boundaries import counted_outputs, next_boundary_in_tile
 from ..triton_helpers import int8_groups
 
 
 @triton.jit
 def _quantize_bf16_kernel(
-    y_bf16_ptr,  # in, [num_outputs, 512], int16: the bf16 tensor's bits
-    slot_ptr,  # in, [num_outputs], int64: destination slot, < 0 = skip (its row, read, is not used)
-    nope_ptr,  # out, [num_outputs, 448], int8
-    scale_ptr,  # out, [num_outputs, 7], int32: e + 127, whose low byte is the scale byte
+    y_bf16_ptr,  # in, [rows, 512], int16: the bf16 tensor's bits
+    slot_ptr,  # in, [rows], int64: destination slot, < 0 = skip (its row, read, is not used)
+    nope_ptr,  # out, [rows, 448], int8
+    scale_ptr,  # out, [rows, 7], int32: e + 127, whose low byte is the scale byte
     num_outputs,
     count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
-    NOPE_DIM: tl.constexpr, COUNTED: tl.constexpr,
+    positions_ptr, kv_slot_ptr, state_slot_ptr,  # in, [num_tokens]: a step by token tile's tokens
+    num_tokens,
+    tile_from,  # >= 0 (with COUNTED): a step by token tile: rows 0..num_outputs - 1, then its tiles' further rows
+    NOPE_DIM: tl.constexpr, COUNTED: tl.constexpr, TOKEN_TILE: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr,
 ):
-    NOPE_GROUPS: tl.constexpr = NOPE_DIM // 64
+    """Rows ``0..count - 1`` (``num_outputs`` without ``COUNTED``). By token tile (``TOKEN_TILE`` =
+    C tokens a tile): the ``num_outputs`` tiles' rows, then, for each further boundary token ``b``
+    of a tile (found as the gather found it), row ``num_outputs + b``."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     g = tl.arange(0, 8)
     d2 = g[:, None] * 64 + tl.arange(0, 64)[None, :]  # [8, 64]; row 7 (the RoPE dims) masked off
+    n = counted_outputs(count_ptr, num_outputs, COUNTED)
+    if COUNTED:
+        by_tile = tile_from >= 0
+        n = tl.where(by_tile, num_outputs, n)
+        for t in range(pid, tl.where(by_tile, num_outputs, 0), num_programs):
+            first = t * TOKEN_TILE
+            lane, count = next_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num_tokens, -1,
+                                                TOKEN_TILE, TOKEN_TILE, HAS_STATE_SLOTS)
+            for _ in range(1, count):
+                lane, _n = next_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num_tokens, lane,
+                                                 TOKEN_TILE, TOKEN_TILE, HAS_STATE_SLOTS)
+                _quantize_row(num_outputs + first + lane, y_bf16_ptr, slot_ptr, nope_ptr, scale_ptr, g, d2, NOPE_DIM)
+    for i in range(pid, n, num_programs):
+        _quantize_row(i, y_bf16_ptr, slot_ptr, nope_ptr, scale_ptr, g, d2, NOPE_DIM)
+
+
+@triton.jit
+def _quantize_row(i, y_bf16_ptr, slot_ptr, nope_ptr, scale_ptr, g, d2, NOPE_DIM: tl.constexpr):
+    """Row ``i``'s 448 INT8 values and 7 scale exponents (groups ``g``, dims ``d2``), where its slot
+    is written."""
+    NOPE_GROUPS: tl.constexpr = NOPE_DIM // 64
     nope = g[:, None] < NOPE_GROUPS
-    for i in range(pid, counted_outputs(count_ptr, num_outputs, COUNTED), num_programs):
-        row = tl.cast(i, tl.int64)
-        # Read before the slot test, so that the two reads overlap; only a written slot's row is used.
-        bits = tl.load(y_bf16_ptr + row * 512 + d2, mask=nope, other=0).to(tl.int32) << 16
-        if tl.load(slot_ptr + i) >= 0:
-            q, e = int8_groups(bits.to(tl.float32, bitcast=True))
-            tl.store(nope_ptr + row * NOPE_DIM + d2, q.to(tl.int8), mask=nope)
-            tl.store(scale_ptr + row * NOPE_GROUPS + g, e + 127, mask=g < NOPE_GROUPS)
+    row = tl.cast(i, tl.int64)
+    # Read before the slot test, so that the two reads overlap; only a written slot's row is used.
+    bits = tl.load(y_bf16_ptr + row * 512 + d2, mask=nope, other=0).to(tl.int32) << 16
+    if tl.load(slot_ptr + i) >= 0:
+        q, e = int8_groups(bits.to(tl.float32, bitcast=True))
+        tl.store(nope_ptr + row * NOPE_DIM + d2, q.to(tl.int8), mask=nope)
+        tl.store(scale_ptr + row * NOPE_GROUPS + g, e + 127, mask=g < NOPE_GROUPS)

@@ -25,8 +25,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..boundaries import boundaries_in_registers, counted_outputs, nth_boundary
-from ..triton_helpers import resolve_output, resolve_token
+from ..boundaries import boundaries_in_registers, nth_boundary, step_output_token, step_outputs
+from ..triton_helpers import resolve_token
 from .block_gather import _gather_to_bf16_kernel, pool_resolved, store_rotated_bf16
 from .fused import _fused_compress_kernel, store_output
 
@@ -54,7 +54,8 @@ def _window_piece_kernel(
     block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
     count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list);
     # with INLINE_T out, [3] int32: the count as the search kernel leaves it, for the kernels after this one
-    state_slot_ptr,  # in, [num_tokens], int64/int32: a step's state slots (read with INLINE_T, HAS_STATE_SLOTS)
+    state_slot_ptr,  # in, [num_tokens], int64/int32: a step's state slots (read with HAS_STATE_SLOTS)
+    tile_from,  # a step by token tile (>= 0, with COUNTED): output i is the first boundary token of tile i; else -1
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
     VOLATILE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, COUNTED: tl.constexpr, OVERLAP: tl.constexpr,
     INLINE_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr,
@@ -71,7 +72,7 @@ def _window_piece_kernel(
             tl.store(count_ptr + 1, num_outputs * 0)
             tl.store(count_ptr + 2, num_outputs)
     else:
-        num_outputs = counted_outputs(count_ptr, num_outputs, COUNTED)
+        num_outputs = step_outputs(count_ptr, num_outputs, tile_from, COUNTED)
     units = tl.cast(num_outputs, tl.int64) * (WINDOW // RUN_ROWS)  # the windows laid end to end, in RUN_ROWS units
     if COUNTED:  # fewer units than programs: runs on the first ``units`` programs, the others read nothing
         programs = active_programs(programs, units)
@@ -89,8 +90,10 @@ def _window_piece_kernel(
                 nth_boundary(offs, flag, rank, i), token_to_req_ptr, positions_ptr, slot_mapping_ptr,
                 num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
         else:
-            ok, req, pos, slot = resolve_output(
-                i, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+            ok, req, pos, slot = resolve_token(
+                step_output_token(i, boundary_ptr, positions_ptr, slot_mapping_ptr, state_slot_ptr, num_tokens,
+                                  tile_from, C, HAS_STATE_SLOTS, COUNTED),
+                token_to_req_ptr, positions_ptr, slot_mapping_ptr,
                 num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
         lo = tl.maximum(first - i * WINDOW, 0)
         # The piece that holds the window's first row tells the merge where the output goes, before
@@ -187,6 +190,7 @@ def _merge_to_slot_kernel(
     kv_cache_ptr,  # out, uint8 [num_pages, slots_per_page * 584] (pages kv_s0 apart) or bfloat16 rows of 512
     num_outputs, programs, piece_slots, cs_s0, cs_s1, kv_s0, slots_per_page, eps,
     count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
+    tile_from,  # >= 0 (with COUNTED): a step by token tile, ``num_outputs`` tiles (their heads -1 where empty)
     C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr,
     PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr, KV_FORMAT: tl.constexpr, COUNTED: tl.constexpr,
     OVERLAP: tl.constexpr,
@@ -194,7 +198,7 @@ def _merge_to_slot_kernel(
     WINDOW: tl.constexpr = C + C * OVERLAP
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
-    num_outputs = counted_outputs(count_ptr, num_outputs, COUNTED)
+    num_outputs = step_outputs(count_ptr, num_outputs, tile_from, COUNTED)
     if COUNTED:
         programs = active_programs(programs, tl.cast(num_outputs, tl.int64) * (WINDOW // RUN_ROWS))
     for i in range(pid, num_outputs, num_programs):
@@ -215,12 +219,13 @@ def _merge_to_bf16_kernel(
     slot_out_ptr,  # out, [num_outputs], int64: destination slot, -1 = skip
     num_outputs, programs, piece_slots, cs_s0, cs_s1, eps,
     count_ptr,  # in, [1], int32: outputs in the boundary list (read with COUNTED: a step's device list)
+    tile_from,  # >= 0 (with COUNTED): a step by token tile, ``num_outputs`` tiles (their heads -1 where empty)
     C: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, COUNTED: tl.constexpr, OVERLAP: tl.constexpr,
 ):
     WINDOW: tl.constexpr = C + C * OVERLAP
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
-    num_outputs = counted_outputs(count_ptr, num_outputs, COUNTED)
+    num_outputs = step_outputs(count_ptr, num_outputs, tile_from, COUNTED)
     if COUNTED:
         programs = active_programs(programs, tl.cast(num_outputs, tl.int64) * (WINDOW // RUN_ROWS))
     for i in range(pid, num_outputs, num_programs):
@@ -239,24 +244,33 @@ def _merge_or_whole_to_slot_kernel(
     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
     state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, slots_per_page, eps,
     count_ptr,  # in, [2] int32: the step's outputs for the whole-window loop, then for the merge (one is 0)
+    state_slot_ptr,  # in, [num_tokens]: the step's state slots (read with HAS_STATE_SLOTS)
+    tile_from,  # -1: outputs from the boundary list; 1: a step by token tile (the whole-window loop takes
+    # each tile's outputs after its first, which the merge takes)
     part_ptr, head_ptr, programs, piece_slots,  # the piece gather's states and heads, as the merge takes them
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
     VOLATILE_ROWS: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, NOPE_DIM: tl.constexpr,
     PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr, KV_FORMAT: tl.constexpr, OVERLAP: tl.constexpr,
+    HAS_STATE_SLOTS: tl.constexpr,
 ):
     """A step's last launch on ``fused``: the merge of the split outputs (``_merge_to_slot_kernel``),
     then the whole windows of the unsplit ones (``fused._fused_compress_kernel``). The boundary
     search gives all of a step's outputs to one path or the other, so one of the two loops runs
     zero times; the whole-window loop does not wait on the piece gather, which has ended in the
-    launch before. One launch where the step had two, the path not taken among them."""
+    launch before. One launch where the step had two, the path not taken among them.
+
+    A step by token tile (``tile_from`` 1) has no search: the merge takes each tile's first output
+    (the piece gather's), the whole-window loop the tile's further ones, where several requests
+    end a window in one tile."""
     _merge_to_slot_kernel(part_ptr, head_ptr, weight_ptr, cos_sin_ptr, kv_cache_ptr, num_outputs, programs,
-                          piece_slots, cs_s0, cs_s1, kv_s0, slots_per_page, eps, count_ptr + 1, C, MERGE_ROWS, RUN_ROWS,
-                          NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT, True, OVERLAP)
+                          piece_slots, cs_s0, cs_s1, kv_s0, slots_per_page, eps, count_ptr + 1, tile_from, C,
+                          MERGE_ROWS, RUN_ROWS, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT, True, OVERLAP)
     _fused_compress_kernel(state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
                            weight_ptr, cos_sin_ptr, kv_cache_ptr, num_outputs, num_tokens, num_reqs, blocks_per_req,
                            num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1,
-                           cs_s0, cs_s1, kv_s0, slots_per_page, eps, count_ptr, C, ROW_TILE, ROWS_PADDED,
-                           LOOKUP_AHEAD, VOLATILE_ROWS, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT, True, OVERLAP)
+                           cs_s0, cs_s1, kv_s0, slots_per_page, eps, count_ptr, state_slot_ptr, tile_from, C, ROW_TILE,
+                           ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT,
+                           True, OVERLAP, HAS_STATE_SLOTS)
 
 
 @triton.jit
@@ -266,19 +280,24 @@ def _merge_or_whole_to_bf16_kernel(
     num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
     state_s0, state_s1, state_s2, bt_s0, bt_s1, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1,
     count_ptr,  # in, [2] int32: the step's outputs for the whole-window loop, then for the merge (one is 0)
+    state_slot_ptr,  # in, [num_tokens]: the step's state slots (read with HAS_STATE_SLOTS)
+    tile_from,  # -1: outputs from the boundary list; 1: a step by token tile (as ``_merge_or_whole_to_slot_kernel``)
     part_ptr, head_ptr, programs, piece_slots,  # the piece gather's states and heads, as the merge takes them
     C: tl.constexpr, ROW_TILE: tl.constexpr, ROWS_PADDED: tl.constexpr, LOOKUP_AHEAD: tl.constexpr,
     VOLATILE_ROWS: tl.constexpr, MERGE_ROWS: tl.constexpr, RUN_ROWS: tl.constexpr, OVERLAP: tl.constexpr,
+    HAS_STATE_SLOTS: tl.constexpr,
 ):
     """The default's (``triton-quant``) step: the merge of the split outputs
     (``_merge_to_bf16_kernel``), then the whole windows of the unsplit ones
     (``block_gather._gather_to_bf16_kernel``), into the same bf16 rows and slots; as
-    ``_merge_or_whole_to_slot_kernel``, one of the two loops runs zero times."""
+    ``_merge_or_whole_to_slot_kernel``, one of the two loops runs zero times, and by token tile
+    the merge takes each tile's first output (row = tile) and the whole-window loop its further
+    ones (``block_gather._gather_to_bf16_kernel``'s rows after the tiles')."""
     _merge_to_bf16_kernel(part_ptr, head_ptr, weight_ptr, cos_sin_ptr, y_bf16_ptr, slot_out_ptr, num_outputs,
-                          programs, piece_slots, cs_s0, cs_s1, eps, count_ptr + 1, C, MERGE_ROWS, RUN_ROWS, True,
-                          OVERLAP)
+                          programs, piece_slots, cs_s0, cs_s1, eps, count_ptr + 1, tile_from, C, MERGE_ROWS, RUN_ROWS,
+                          True, OVERLAP)
     _gather_to_bf16_kernel(state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
                            y_bf16_ptr, slot_out_ptr, num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks,
                            num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1, weight_ptr, eps,
-                           cos_sin_ptr, cs_s0, cs_s1, count_ptr, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS,
-                           True, OVERLAP)
+                           cos_sin_ptr, cs_s0, cs_s1, count_ptr, state_slot_ptr, tile_from, C, ROW_TILE, ROWS_PADDED,
+                           LOOKUP_AHEAD, VOLATILE_ROWS, True, OVERLAP, HAS_STATE_SLOTS)

@@ -7,8 +7,9 @@ from tests/test_step.py and are judged the same way, by the oracle on boundary t
 token by token in Python: an empty step, many boundary tokens (with skipped kv and state slots),
 C = 256 at block size 3, a replay sequence of 0, 1, 3, 5 and 0 boundary tokens on the same
 tensors, a step split over 40 vector cores whose piece gather searches its own tokens (no search
-launch), a step that takes the split path and then the unsplit one on one plan, and a step
-whose search has three programs (a count kernel, then the list).
+launch), a step that takes the split path and then the unsplit one on one plan, a step
+whose search has three programs (a count kernel, then the list), and a step by token tile (no
+search) whose tiles hold several boundary tokens.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def test_split_over_forty_vector_cores(route, launches, monkeypatch):
 @pytest.mark.parametrize("route", ROUTES)
 def test_search_of_three_programs(route, launches, monkeypatch):
     monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
+    monkeypatch.setattr(boundaries, "TILE_MAX_REQUESTS", 0)  # the search, not token tiles
     from ascend_kvc.workloads import make_step_workload
 
     sw = make_step_workload([(0, 1100), (900, 1000)], 128, block_size=16, seed=231, skip_fraction=0.3,
@@ -90,6 +92,26 @@ def test_merge_or_whole_windows_in_one_kernel(route, launches, monkeypatch):
     step_module.clear_step_plans()
     replay_steps(route, 241, (1, 2, 3, 4))  # 1, 3, 5 and 0 outputs
     assert {"_merge_or_whole_to_slot_kernel", "_merge_or_whole_to_bf16_kernel"} & set(launches), launches
+
+
+@pytest.mark.parametrize("cores", ["40", "1"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_token_tiles(route, cores, launches, monkeypatch):
+    """A step by token tile, no search: 12 requests end a window in one tile (on 40 cores the
+    merge-or-whole kernel's whole-window loop takes the 11 after the piece gather's first, and the
+    default's quantise and scatter find their rows by tile too; on one core the whole-window
+    gather takes all 12), then a prefill."""
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", cores)
+    monkeypatch.setattr(boundaries, "INLINE_SEARCH_TOKENS", 16)
+    from ascend_kvc.workloads import make_step_workload
+    from test_step import _TILE_KERNELS, TOKEN_TILE_STEPS
+
+    spans, C, bs, overlap, state_slots, skip = TOKEN_TILE_STEPS["crowded"]
+    sw = make_step_workload(spans, C, block_size=bs, seed=251, state_slots=True)
+    before = run_step(sw, route)
+    judge(sw, sw.kv_cache, before)
+    assert launches == _TILE_KERNELS[route, cores == "40"], launches
+    assert len(expected_boundaries(sw)) >= 12
 
 
 def test_the_search_kernels_ran():
