@@ -322,36 +322,42 @@ def _gather_to_bf16_kernel(
     row ``num_outputs + b`` (``tile_rows``), which the quantise and scatter kernels find the same way."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
-    n = counted_outputs(count_ptr, num_outputs, COUNTED)  # outputs from the boundary list
     if COUNTED:
+        # As ``fused._fused_compress_kernel``: the list's outputs, or each tile's boundary tokens from
+        # its ``tile_from``-th on, in one loop body. A tile whose first output is this kernel's gets
+        # its row's slot (-1, token -1) even where it has no boundary token.
         by_tile = tile_from >= 0
-        n = tl.where(by_tile, 0, n)
-        for t in range(pid, tl.where(by_tile, num_outputs, 0), num_programs):
+        for t in range(pid, tl.where(by_tile, num_outputs, counted_outputs(count_ptr, num_outputs, True)),
+                       num_programs):
             first = t * C
-            lane, count = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first, num_tokens,
-                                                -1, C, C, HAS_STATE_SLOTS)
-            if tile_from == 0:  # the tile's first output, or its row's slot -1
-                _gather_token_to_bf16(
-                    tl.where(count > 0, first + lane, -1).to(tl.int64), t, state_ptr, token_to_req_ptr,
-                    positions_ptr, slot_mapping_ptr, block_table_ptr, pooled_ptr, slot_out_ptr, num_tokens, num_reqs,
-                    blocks_per_req, num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0,
-                    bt_s1, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD,
-                    VOLATILE_ROWS, OVERLAP)
-            for _ in range(1, count):
-                lane, _n = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first, num_tokens,
-                                                 lane, C, C, HAS_STATE_SLOTS)
-                _gather_token_to_bf16(
-                    (first + lane).to(tl.int64), num_outputs + first + lane, state_ptr, token_to_req_ptr,
-                    positions_ptr, slot_mapping_ptr, block_table_ptr, pooled_ptr, slot_out_ptr, num_tokens, num_reqs,
-                    blocks_per_req, num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0,
-                    bt_s1, weight_ptr, eps, cos_sin_ptr, cs_s0, cs_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD,
-                    VOLATILE_ROWS, OVERLAP)
-    for i in range(pid, n, num_programs):
-        _gather_token_to_bf16(
-            tl.load(boundary_ptr + i).to(tl.int64), i, state_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-            block_table_ptr, pooled_ptr, slot_out_ptr, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots,
-            max_pos, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1, weight_ptr, eps, cos_sin_ptr, cs_s0,
-            cs_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, OVERLAP)
+            lane = first * 0 - 1
+            count = first * 0 + 1  # the list's one output
+            if by_tile:
+                _first, count = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
+                                                      num_tokens, -1, C, C, HAS_STATE_SLOTS)
+                count = tl.maximum(count, 1 - tile_from)
+            for k in range(count):
+                if by_tile:
+                    lane, _n = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
+                                                     num_tokens, lane, C, C, HAS_STATE_SLOTS)
+                    token = tl.where(lane < C, first + lane, -1).to(tl.int64)
+                    row = tl.where(k == 0, t, num_outputs + first + lane)  # a further output: after the tiles
+                else:
+                    token = tl.load(boundary_ptr + t).to(tl.int64)
+                    row = t
+                if k >= tile_from:
+                    _gather_token_to_bf16(
+                        token, row, state_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+                        pooled_ptr, slot_out_ptr, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots,
+                        max_pos, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1, weight_ptr, eps,
+                        cos_sin_ptr, cs_s0, cs_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, OVERLAP)
+    else:
+        for i in range(pid, num_outputs, num_programs):
+            _gather_token_to_bf16(
+                tl.load(boundary_ptr + i).to(tl.int64), i, state_ptr, token_to_req_ptr, positions_ptr,
+                slot_mapping_ptr, block_table_ptr, pooled_ptr, slot_out_ptr, num_tokens, num_reqs, blocks_per_req,
+                num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1, weight_ptr,
+                eps, cos_sin_ptr, cs_s0, cs_s1, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, OVERLAP)
 
 
 @triton.jit

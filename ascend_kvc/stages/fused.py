@@ -70,39 +70,42 @@ def _fused_compress_kernel(
 ):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
-    n = counted_outputs(count_ptr, num_outputs, COUNTED)  # outputs from the boundary list
     if COUNTED:
-        # A step by token tile: ``num_outputs`` tiles of C tokens, each tile's boundary tokens one
-        # after another (found after the last one's lane), from its ``tile_from``-th on; no list.
+        # A step: the outputs of the boundary list (``tile_from`` -1), or by token tile ``num_outputs``
+        # tiles of C tokens, each tile's boundary tokens one after another (each found after the last
+        # one's lane), from its ``tile_from``-th on. One loop body for both, so the window loop is
+        # compiled once (three copies of it took bishengir-compile minutes a kernel).
         by_tile = tile_from >= 0
-        n = tl.where(by_tile, 0, n)
-        for t in range(pid, tl.where(by_tile, num_outputs, 0), num_programs):
+        for t in range(pid, tl.where(by_tile, num_outputs, counted_outputs(count_ptr, num_outputs, True)),
+                       num_programs):
             first = t * C
-            lane, count = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
-                                                num_tokens, -1, C, C, HAS_STATE_SLOTS)
-            if (tile_from == 0) & (count > 0):
-                _compress_token(
-                    (first + lane).to(tl.int64), state_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-                    block_table_ptr, weight_ptr, cos_sin_ptr, kv_cache_ptr, num_tokens, num_reqs,
-                    blocks_per_req, num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2,
-                    bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, slots_per_page, eps, C, ROW_TILE, ROWS_PADDED,
-                    LOOKUP_AHEAD, VOLATILE_ROWS, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT, OVERLAP)
-            for _ in range(1, count):
-                lane, _n = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
-                                                 num_tokens, lane, C, C, HAS_STATE_SLOTS)
-                _compress_token(
-                    (first + lane).to(tl.int64), state_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-                    block_table_ptr, weight_ptr, cos_sin_ptr, kv_cache_ptr, num_tokens, num_reqs,
-                    blocks_per_req, num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2,
-                    bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, slots_per_page, eps, C, ROW_TILE, ROWS_PADDED,
-                    LOOKUP_AHEAD, VOLATILE_ROWS, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT, OVERLAP)
-    for i in range(pid, n, num_programs):
-        _compress_token(
-            tl.load(boundary_ptr + i).to(tl.int64), state_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr,
-            block_table_ptr, weight_ptr, cos_sin_ptr, kv_cache_ptr, num_tokens, num_reqs, blocks_per_req, num_blocks,
-            num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0,
-            slots_per_page, eps, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, NOPE_DIM, PAYLOAD_BYTES,
-            SCALE_BYTES, KV_FORMAT, OVERLAP)
+            lane = first * 0 - 1
+            count = first * 0 + 1  # the list's one output
+            if by_tile:
+                _first, count = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
+                                                      num_tokens, -1, C, C, HAS_STATE_SLOTS)
+            for k in range(count):
+                if by_tile:
+                    lane, _n = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
+                                                     num_tokens, lane, C, C, HAS_STATE_SLOTS)
+                    token = (first + lane).to(tl.int64)
+                else:
+                    token = tl.load(boundary_ptr + t).to(tl.int64)
+                if k >= tile_from:
+                    _compress_token(
+                        token, state_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+                        weight_ptr, cos_sin_ptr, kv_cache_ptr, num_tokens, num_reqs, blocks_per_req, num_blocks,
+                        num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1,
+                        kv_s0, slots_per_page, eps, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD, VOLATILE_ROWS, NOPE_DIM,
+                        PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT, OVERLAP)
+    else:
+        for i in range(pid, num_outputs, num_programs):
+            _compress_token(
+                tl.load(boundary_ptr + i).to(tl.int64), state_ptr, token_to_req_ptr, positions_ptr,
+                slot_mapping_ptr, block_table_ptr, weight_ptr, cos_sin_ptr, kv_cache_ptr, num_tokens, num_reqs,
+                blocks_per_req, num_blocks, num_slots, max_pos, block_size, state_s0, state_s1, state_s2, bt_s0,
+                bt_s1, cs_s0, cs_s1, kv_s0, slots_per_page, eps, C, ROW_TILE, ROWS_PADDED, LOOKUP_AHEAD,
+                VOLATILE_ROWS, NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, KV_FORMAT, OVERLAP)
 
 
 @triton.jit
