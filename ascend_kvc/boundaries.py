@@ -136,13 +136,13 @@ def token_gives_output(positions_ptr, kv_slot_ptr, state_slot_ptr, token, num_to
 @triton.jit
 def boundaries_in_registers(positions_ptr, kv_slot_ptr, state_slot_ptr, num_tokens, INLINE_T: tl.constexpr,
                             C: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr):
-    """A small step's search kept in the program (``num_tokens <= INLINE_T``): ``(offs, flag,
-    rank, count)``, the ``[INLINE_T]`` token indices, their flags and inclusive prefix sums, and
-    the count. ``nth_boundary`` reads an output's token from them, with no list in memory."""
+    """A small step's search kept in the program (``num_tokens <= INLINE_T``): ``(offs, ranks,
+    count)``, the ``[INLINE_T]`` token indices, each boundary token's place among them counted from
+    1 (0 for the other tokens), and the count. ``nth_boundary`` reads an output's token from them,
+    with no list in memory; one ``[INLINE_T]`` vector stays live, not a flag and a prefix sum."""
     offs = tl.arange(0, INLINE_T)
     flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, num_tokens, C, HAS_STATE_SLOTS)
-    rank = tl.cumsum(flag, axis=0)
-    return offs, flag, rank, tl.sum(flag, axis=0)
+    return offs, tl.where(flag != 0, tl.cumsum(flag, axis=0), 0), tl.sum(flag, axis=0)
 
 
 @triton.jit
@@ -193,26 +193,10 @@ def step_output_token(i, boundary_ptr, positions_ptr, kv_slot_ptr, state_slot_pt
 
 
 @triton.jit
-def nth_boundary(offs, flag, rank, i):
-    """Output ``i``'s token (int64), from ``boundaries_in_registers``: the token whose flag is set
-    and whose prefix sum is ``i + 1`` (0 when ``i`` is not below the count)."""
-    return tl.sum(tl.where((flag != 0) & (rank == i + 1), offs, 0), axis=0).to(tl.int64)
-
-
-@triton.jit
-def search_in_program(positions_ptr, kv_slot_ptr, state_slot_ptr, list_ptr, num_tokens, pid, items_per_output,
-                      C: tl.constexpr, INLINE_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr):
-    """A small step's search inside a gather's own program (``num_tokens <= INLINE_T``): the
-    count, and the list written to ``list_ptr`` by every program that has work (``pid < count *
-    items_per_output``: the same values from each), followed by a barrier so that the program's
-    threads read it back. Saves the search's launch where a step is a handful of tokens."""
-    offs = tl.arange(0, INLINE_T)
-    flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, num_tokens, C, HAS_STATE_SLOTS)
-    rank = tl.cumsum(flag, axis=0)
-    count = tl.sum(flag, axis=0)
-    tl.store(list_ptr + rank - 1, offs, mask=(flag != 0) & (pid < count * items_per_output))
-    tl.debug_barrier()
-    return count
+def nth_boundary(offs, ranks, i):
+    """Output ``i``'s token (int64), from ``boundaries_in_registers``: the boundary token whose
+    place is ``i + 1`` (0 when ``i`` is not below the count)."""
+    return tl.sum(tl.where(ranks == i + 1, offs, 0), axis=0).to(tl.int64)
 
 
 @triton.jit

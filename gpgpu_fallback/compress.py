@@ -19,7 +19,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ascend_kvc.boundaries import counted_outputs, next_boundary_in_tile, search_in_program, token_gives_output
+from ascend_kvc.boundaries import (boundaries_in_registers, counted_outputs, next_boundary_in_tile, nth_boundary,
+                                   token_gives_output)
 from ascend_kvc.stages.fused import store_output
 from ascend_kvc.triton_helpers import resolve_output, resolve_token
 
@@ -53,7 +54,8 @@ def _window_compress_kernel(
     whose output count is on the device) a grid-stride loop over the ``count * SPLITS * D_TILES``
     items of the counted outputs, on a grid planned from the step's token count. The count and the
     list (``boundary_ptr``) come from the search kernels, or with ``INLINE_T`` (a step of at most
-    that many tokens) from each program's own search (``boundaries.search_in_program``).
+    that many tokens) from each program's own search, kept in registers
+    (``boundaries.boundaries_in_registers``; no list).
 
     With ``TOKEN_TILE`` (a step of few requests) the grid is ``(tile of TOKEN_TILE tokens, window
     piece, head-dim tile)`` instead: each program finds its tile's boundary tokens and does their
@@ -104,14 +106,23 @@ def _window_compress_kernel(
                         cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
                         C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
                         NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP, True)
+        elif INLINE_T > 0:
+            # A small step searched in the program, in registers: each work item's output is the
+            # boundary token of its place, with no list written and read back.
+            offs, ranks, n = boundaries_in_registers(positions_ptr, slot_mapping_ptr, state_slot_ptr, num_tokens,
+                                                     INLINE_T, C, HAS_STATE_SLOTS)
+            items = tl.minimum(n, num_outputs) * (SPLITS * D_TILES)
+            for work in range(pid, items, tl.num_programs(0)):
+                _compress_work_item(
+                    work, nth_boundary(offs, ranks, work // (SPLITS * D_TILES)),
+                    state_ptr, boundary_ptr, token_to_req_ptr, positions_ptr, slot_mapping_ptr, block_table_ptr,
+                    weight_ptr, cos_sin_ptr, kv_cache_ptr, part_ptr, arrivals_ptr,
+                    num_outputs, num_tokens, num_reqs, blocks_per_req, num_blocks, num_slots, max_pos, block_size,
+                    cols_per_split, state_s0, state_s1, state_s2, bt_s0, bt_s1, cs_s0, cs_s1, kv_s0, eps,
+                    C, BLOCK_D, ROWS, NB, CHUNKED, SPLITS, SPLITS_P2, EVICT,
+                    NOPE_DIM, PAYLOAD_BYTES, SCALE_BYTES, SLOTS_PER_PAGE, KV_FORMAT, OVERLAP, True)
         else:
-            if INLINE_T > 0:
-                n = search_in_program(positions_ptr, slot_mapping_ptr, state_slot_ptr, boundary_ptr, num_tokens, pid,
-                                      SPLITS * D_TILES, C, INLINE_T, HAS_STATE_SLOTS)
-                n = tl.minimum(n, num_outputs)
-            else:
-                n = counted_outputs(count_ptr, num_outputs, True)
-            items = n * (SPLITS * D_TILES)
+            items = counted_outputs(count_ptr, num_outputs, True) * (SPLITS * D_TILES)
             for work in range(pid, items, tl.num_programs(0)):
                 _compress_work_item(
                     work, 0,

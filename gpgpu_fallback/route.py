@@ -47,8 +47,8 @@ from .compress import _window_compress_kernel
 from .tuning import tiles_for, window_columns, window_splits, window_steps
 
 
-# Steps of at most this many tokens (decode) are searched inside the kernel, by each program that
-# has work (``boundaries.search_in_program``): one launch a step, as with the indices given.
+# Steps of at most this many tokens (decode) are searched inside the kernel, by every program, in
+# registers (``boundaries.boundaries_in_registers``): one launch a step, as with the indices given.
 STEP_INLINE_TOKENS = 1024
 # A larger step of at most this many requests (block-table rows: a prefill chunk or a few) runs
 # without a search launch: its grid is one program per C tokens (a window's worth) per work item of
@@ -56,7 +56,7 @@ STEP_INLINE_TOKENS = 1024
 # positions give a tile at most one boundary token, so a tile's programs do at most this many
 # outputs one after another. With more requests the boundaries of a step may crowd into a few
 # tiles (a decode batch whose requests reach a window's end together), so those steps keep the
-# search and its list, which the grid shares evenly. The Ascend ``fused`` route's bound, the same rule.
+# search and its list, which the grid shares evenly. The Ascend routes' bound, the same rule.
 STEP_TILE_MAX_REQUESTS = TILE_MAX_REQUESTS
 # A step's grid: at most this many programs per compute unit loop over the counted work items.
 STEP_PROGRAMS_PER_UNIT = 16

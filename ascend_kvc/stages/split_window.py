@@ -64,8 +64,8 @@ def _window_piece_kernel(
     pid = tl.program_id(0)
     dims = tl.arange(0, 512)
     if INLINE_T > 0:  # a small step: every program finds the boundary tokens itself, no search launch
-        offs, flag, rank, count = boundaries_in_registers(positions_ptr, slot_mapping_ptr, state_slot_ptr, num_tokens,
-                                                          INLINE_T, C, HAS_STATE_SLOTS)
+        offs, ranks, count = boundaries_in_registers(positions_ptr, slot_mapping_ptr, state_slot_ptr, num_tokens,
+                                                     INLINE_T, C, HAS_STATE_SLOTS)
         num_outputs = tl.minimum(count, num_outputs)
         if pid == 0:  # what the list kernel would leave (boundaries.COUNT_*): all, none unsplit, all split
             tl.store(count_ptr, num_outputs)
@@ -87,7 +87,7 @@ def _window_piece_kernel(
     for i in range(first_output, last_output + 1):  # one piece per window the run touches
         if INLINE_T > 0:
             ok, req, pos, slot = resolve_token(
-                nth_boundary(offs, flag, rank, i), token_to_req_ptr, positions_ptr, slot_mapping_ptr,
+                nth_boundary(offs, ranks, i), token_to_req_ptr, positions_ptr, slot_mapping_ptr,
                 num_tokens, num_reqs, blocks_per_req, num_slots, max_pos, block_size, C)
         else:
             ok, req, pos, slot = resolve_token(
