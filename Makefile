@@ -121,11 +121,15 @@ audit:
 else
 # ASCEND_KVC_REQUIRE_TRITON_ASCEND: a missing side folder fails the triton-ascend interpreter
 # test instead of skipping it.
+# The lowering audit in `make test` compiles every stage once (the quick scope: C=128, block size
+# 64, float32 state); `make audit` compiles the whole matrix (every C, block size and state dtype,
+# about twenty minutes on 2 cores), prints its tables and runs the audit's tests on it. CI runs both.
 test: $(STAMP) $(ASCEND_STAMP) $(ASCEND_NUMPY_STAMP)
-	ASCEND_KVC_REQUIRE_TRITON_ASCEND=1 $(PY) -m pytest -q -n auto
+	ASCEND_KVC_REQUIRE_TRITON_ASCEND=1 ASCEND_KVC_AUDIT_SCOPE=quick $(PY) -m pytest -q -n auto
 
 audit: $(STAMP) $(ASCEND_STAMP)
 	$(PY) -m tools.ascend_lowering
+	ASCEND_KVC_AUDIT_SCOPE=full $(PY) -m pytest -q -m audit
 endif
 
 # Report folder bench/out/<device>-<date>/, ignored by git (report.md, CSV, JSON, figures); BENCH_ARGS adds flags.

@@ -67,11 +67,13 @@ def audit_installed():
 
 @pytest.fixture(scope="session")
 def audit_report(audit_installed):
-    """The whole lowering audit, once per test process (compiled results are cached under
-    build/ascend-audit/)."""
+    """The lowering audit, once per test process (compiled results are cached under
+    build/ascend-audit/): the whole matrix, or with ``ASCEND_KVC_AUDIT_SCOPE=quick`` (``make
+    test``) every stage once (``tools.ascend_lowering.matrix.SCOPES``)."""
     from tools import ascend_lowering as audit
+    from tools.ascend_lowering import matrix as mx
 
-    return audit.run_audit()
+    return audit.run_audit(scope=mx.scope_from_env())
 
 
 def pytest_collection_modifyitems(config, items):

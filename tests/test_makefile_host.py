@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
 
-# What `make -n test` runs on a fresh CPU host: the recipe CI has always run.
+# What `make -n test` runs on a fresh CPU host: the recipe CI runs (then `make audit`).
 CPU_TEST_RECIPE = [
     "test -x .venv/bin/python || python3 -m venv .venv",
     ".venv/bin/python -m pip install -q --disable-pip-version-check -e '.[cpu,test,bench]'",
@@ -33,7 +33,7 @@ CPU_TEST_RECIPE = [
     "rm -rf .ascend-numpy",
     ".venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --target .ascend-numpy numpy==1.26.4",
     "touch .ascend-numpy/.installed-1.26.4",
-    "ASCEND_KVC_REQUIRE_TRITON_ASCEND=1 .venv/bin/python -m pytest -q -n auto",
+    "ASCEND_KVC_REQUIRE_TRITON_ASCEND=1 ASCEND_KVC_AUDIT_SCOPE=quick .venv/bin/python -m pytest -q -n auto",
 ]
 
 
@@ -80,6 +80,13 @@ def make_n(checkout: Path, tmp_path: Path, target: str, *, torch_npu: bool = Fal
 
 def test_cpu_host_builds_and_tests_as_ci_always_has(checkout, tmp_path):
     assert make_n(checkout, tmp_path, "test") == CPU_TEST_RECIPE
+
+
+def test_cpu_host_audit_compiles_the_whole_matrix_then_tests_it(checkout, tmp_path):
+    lines = make_n(checkout, tmp_path, "audit")
+    assert lines[-2:] == [".venv/bin/python -m tools.ascend_lowering",
+                          "ASCEND_KVC_AUDIT_SCOPE=full .venv/bin/python -m pytest -q -m audit"]
+    assert "--no-deps --target .ascend-triton" in "\n".join(lines[:-2])  # the side install first
 
 
 def test_cpu_host_bench_uses_the_cpu_environment(checkout, tmp_path):

@@ -111,6 +111,8 @@ def test_audit_tables_are_what_the_audit_prints(audit_report):
     from tools import ascend_lowering as audit
 
     report = audit_report
+    if report["scope"] != "full":
+        pytest.skip("ASCEND.md's tables are the whole matrix's: make audit (which CI runs) checks them")
     text = ASCEND_DOC.read_text()
 
     def table(printed: str) -> str:  # the table's lines, without the legend the tool prints under it

@@ -221,10 +221,11 @@ def _weight(spec: mx.Spec) -> int:
     return int(rows) * int(dims)
 
 
-def run_audit(jobs: int | None = None) -> dict:
-    """The whole matrix: ``{"entries": [...], "results": {key: result}, "seconds": ...}``."""
+def run_audit(jobs: int | None = None, scope: str = "full") -> dict:
+    """The matrix of ``scope`` (``matrix.SCOPES``): ``{"entries": [...], "results": {key: result},
+    "seconds": ..., "scope": scope}``."""
     t = time.perf_counter()
-    entries = mx.build_matrix()
+    entries = mx.build_matrix(scope)
     specs = mx.unique_specs(entries)
     jobs = jobs or default_jobs()
     # One audit at a time per build folder (two test workers may ask at once): the second waits,
@@ -237,6 +238,5 @@ def run_audit(jobs: int | None = None) -> dict:
         results[s.key]["spec"] = s.as_dict()
     rows = [{"stage": e.stage, "C": e.C, "block_size": e.block_size, "state_dtype": e.state_dtype,
              "kernels": [s.key for s in e.specs]} for e in entries]
-    return {"entries": rows, "results": results, "seconds": round(time.perf_counter() - t, 1),
-"jobs": jobs,
-            "specialisations": len(specs), "compiled": sum(not r.get("cached") for r in results.values())}
+    return {"entries": rows, "results": results, "seconds": round(time.perf_counter() - t, 1), "scope": scope,
+            "jobs": jobs, "specialisations": len(specs), "compiled": sum(not r.get("cached") for r in results.values())}

@@ -1,5 +1,10 @@
 """What the audit compiles: every Ascend kernel x C x block_size x state dtype, deduplicated.
 
+Two scopes (``build_matrix``): ``full``, the whole matrix (``make audit``, which CI runs after
+``make test``), and ``quick``, every stage once, at C=128 (4 for the overlapping compressor's
+stages), block size 64 and a float32 state (``make test``: every kernel reaches the 910B
+compiler in a minute or two of CPU, where the whole matrix takes about twenty on 2 cores).
+
 ``fused`` is compiled for every cache format it writes (``FUSED_FORMATS`` besides int8), unsplit and split.
 The rungs users run (``triton-quant`` and ``fused``, every variant) are compiled at ``compress_ratio=4``
 too, and with the overlapping compressor (stages ``<rung>/overlap...``, C = 4 only).
@@ -24,6 +29,12 @@ OVERLAP_RATIOS = (4,)  # the ratio of the overlapping compressor, also run plain
 ALL_RATIOS = (*OVERLAP_RATIOS, *RATIOS)
 BLOCK_SIZES = (1, 3, 8, 16, 32, 64, 128, 256)
 STATE_DTYPES = (torch.float32, torch.bfloat16)
+SCOPES = ("full", "quick")
+QUICK_RATIO = 128  # a stage's ratio in the quick scope (the overlapping compressor's stages: 4)
+QUICK_BLOCK_SIZE = 64
+QUICK_STATE_DTYPE = torch.float32
+# ``make test`` sets it to ``quick``; unset, the tests audit the full matrix.
+SCOPE_ENV = "ASCEND_KVC_AUDIT_SCOPE"
 SCATTER_KERNEL = "_byte_scatter_kernel"
 # The boundary search of a step: one loop over token tiles, the list's scattered store inside it.
 SEARCH_KERNELS = ("_count_boundaries_kernel", "_list_boundaries_kernel")
@@ -201,11 +212,27 @@ class Entry:
     specs: tuple[Spec, ...]
 
 
-def build_matrix() -> list[Entry]:
-    return [
-        Entry(stage, C, bs, dtype_name(dt), tuple(kernel_specs(stage, bs, C, dt)))
-        for stage in stages() for C in ratios(stage) for bs in BLOCK_SIZES for dt in STATE_DTYPES
-    ]
+def cells(scope: str = "full") -> list[tuple[str, int, int, torch.dtype]]:
+    """``(stage, C, block_size, state_dtype)`` of every matrix entry of ``scope``."""
+    if scope == "full":
+        return [(stage, C, bs, dt) for stage in stages() for C in ratios(stage) for bs in BLOCK_SIZES
+                for dt in STATE_DTYPES]
+    if scope == "quick":
+        return [(stage, QUICK_RATIO if QUICK_RATIO in ratios(stage) else ratios(stage)[0], QUICK_BLOCK_SIZE,
+                 QUICK_STATE_DTYPE) for stage in stages()]
+    raise ValueError(f"audit scope must be one of {SCOPES}, got {scope!r}")
+
+
+def scope_from_env() -> str:
+    """The scope ``SCOPE_ENV`` names (``full`` when unset)."""
+    import os
+
+    return os.environ.get(SCOPE_ENV) or "full"
+
+
+def build_matrix(scope: str = "full") -> list[Entry]:
+    return [Entry(stage, C, bs, dtype_name(dt), tuple(kernel_specs(stage, bs, C, dt)))
+            for stage, C, bs, dt in cells(scope)]
 
 
 def unique_specs(matrix: list[Entry]) -> list[Spec]:
