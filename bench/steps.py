@@ -157,8 +157,7 @@ def _run(a, routes: list[str], device: str, time_fn, rows: list[dict]) -> None:
             if route == "gpgpu":
                 row["gpgpu_path"] = memcheck.gpgpu_plan_path(plans[0]) if plans else None
             elif plans and hasattr(plans[0], "token_tiles"):  # the Ascend routes
-                row["ascend_path"] = ("inline" if plans[0].inline_search else
-                                      "token-tiles" if plans[0].token_tiles else "search")
+                row["ascend_path"] = memcheck.ascend_plan_path(plans[0])
             rows.append(row)
             if row["check"] != "ok":
                 print(f"{row['case']:<28} {route:<13} CHECK FAILED: {row['check_detail'][:200]}")

@@ -230,6 +230,12 @@ def gpgpu_plan_path(plan) -> str:
     return "per-token" if tile == 1 else "token-tiles" if tile else "search"
 
 
+def ascend_plan_path(plan) -> str:
+    """Which way an Ascend route's step plan finds its boundary tokens: ``inline`` (the piece
+    gather searches a small step itself), or one of ``ASCEND_STEP_PATHS``."""
+    return "inline" if plan.inline_search else "token-tiles" if plan.token_tiles else "search"
+
+
 def check_step(route: str, device: str, path: str | None = None) -> str:
     """``compress_step`` with ``validate=False`` on a step of two requests (1000 tokens, C=128,
     7 boundary tokens) where four boundary tokens carry a bad index: a request past the table, a
@@ -260,7 +266,7 @@ def check_step(route: str, device: str, path: str | None = None) -> str:
     if route != "gpgpu":  # which of ASCEND_STEP_PATHS the plan took: by tile, or the search's list
         from ascend_kvc.step import _STEP_PLANS
 
-        taken = ["token-tiles" if plan.token_tiles else "search" for plan in _STEP_PLANS.values()]
+        taken = [ascend_plan_path(plan) for plan in _STEP_PLANS.values()]
         problems += [f"the step took the {t} path" for t in taken if t != (path or "token-tiles")]
     report = check_cache(sw.as_operator(torch.tensor(bnd, device=device)).checked_args(), sw.kv_cache, guards.before)
     if not report.ok:

@@ -213,7 +213,9 @@ class AscendPlan:
         rows = n + num_tokens if self.token_tiles else n
         sizes = {"part": programs * slots * (STATE_FLOATS + 1) * 4, "head": n * 2 * 8, "y": rows * HEAD_DIM * 2,
                  "slot": rows * 8, "nope": rows * NOPE_DIM, "scale": rows * NOPE_GROUPS * 4,
-                 "list": num_tokens * 4, "count": 12, "counts": 4 * (search.programs if step else 1)}
+                 # by token tile the kernels take the list's pointer and never read it: one entry
+                 "list": 4 if self.token_tiles else num_tokens * 4, "count": 12,
+                 "counts": 4 * (search.programs if step else 1)}
         chunk = search.chunk if step else 0
         rule = (self.split_max, cores, int(split_always)) if step else ()
         counts = _COUNTS if step and search.programs > 1 else _LIST  # one program reads no counts
