@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{report.TARGET_ARCH}: {' '.join(any_result.get('flags', []))}")
     where = driver.build_dir()
     where = where.relative_to(driver.REPO) if where.is_relative_to(driver.REPO) else where
-    print(f"{len(rep['entries'])} matrix entries ({rep['scope']} scope), {rep['specialisations']} distinct specialisations "
-          f"({rep['compiled']} compiled now, the rest read back from {where}/), {rep['seconds']} s on "
+    print(f"{len(rep['entries'])} matrix entries ({rep['scope']} scope), {rep['specialisations']} distinct "
+          f"specialisations ({rep['compiled']} compiled now, the rest read back from {where}/), {rep['seconds']} s on "
           f"{rep['jobs']} worker processes\n")
     print(report.format_table(rep))
     block_size = 8 if rep["scope"] == "full" else mx.QUICK_BLOCK_SIZE
