@@ -331,18 +331,20 @@ def test_split_on_more_cores_than_units(route, monkeypatch):
     step_module.clear_step_plans()
 
 
-def test_gpgpu_step_grid_smaller_than_the_work(monkeypatch):
-    """The counted gpgpu kernel loops over its work items when they outnumber its programs."""
+@pytest.mark.parametrize("path", ["inline", "search"])
+def test_gpgpu_step_grid_smaller_than_the_work(path, monkeypatch):
+    """The counted gpgpu kernel loops over its work items when they outnumber its programs,
+    searching in the kernel (920 tokens) or reading the search kernels' list."""
     monkeypatch.setattr(gpgpu_route, "STEP_PROGRAMS_PER_UNIT", 1)
-    monkeypatch.setattr(gpgpu_route, "STEP_INLINE_PROGRAMS_PER_UNIT", 1)  # 920 tokens: searched in the kernel
+    monkeypatch.setattr(gpgpu_route, "STEP_INLINE_PROGRAMS_PER_UNIT", 1)
     monkeypatch.setattr(gpgpu_route, "compute_units", lambda *a: 3)  # an H200's 132 would outnumber the work
-    step_module.clear_step_plans()
     sw = make_step_workload([(0, 520), (0, 400)], 128, block_size=8, seed=141, device=DEVICE)
-    before = run_step(sw, "gpgpu")
-    plan = next(iter(step_module._STEP_PLANS.values()))
+    with memcheck.gpgpu_step_path(path):
+        before = run_step(sw, "gpgpu")
+        plan = next(iter(step_module._STEP_PLANS.values()))
+    assert memcheck.gpgpu_plan_path(plan) == path
     assert plan.launcher.grid[0] < len(expected_boundaries(sw)) * plan.splits
     judge(sw, sw.kv_cache, before)
-    step_module.clear_step_plans()
 
 
 @pytest.mark.parametrize("programs", [1, 3])
