@@ -27,7 +27,8 @@ its counted form, one of four ways, chosen from what the host knows without a sy
 
 Scratch is sized for the step's token count (the outputs' upper bound; with token tiles a slot a
 tile for its first output, then a slot a token for a tile's further ones); tiles and window
-pieces are tuned for the outputs a step typically has (``_step_splits``).
+pieces are tuned for the outputs a step typically has (``_step_splits``; token tiles take at
+most ``STEP_TILE_MAX_SPLITS`` pieces).
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ _PIECE_STATE_BYTES = (3 * HEAD_DIM + 1) * 4
 # so a grid the indexed call runs in one wave took two (bench/RESULTS.md). Its plans cap the
 # registers where the cap lets the whole grid be resident at once, but never below this.
 TOKEN_TILE_MIN_REGISTERS = 128
+# A token-tile step's window pieces: at most this many. Each piece is a program that searches its
+# tile again, and more programs a wave need a lower register cap: the official C=512 8192-token
+# step on an H100 took 26.7 us a replay with 4 pieces (512 programs, no cap) against 30.4 with 8
+# (1024 programs, capped at 128 registers, 18 bytes spilled); its indexed call 25.3 with either.
+STEP_TILE_MAX_SPLITS = 4
 _SM_REGISTERS = 65536  # a streaming multiprocessor's register file, every NVIDIA GPU from Volta on
 
 
@@ -135,8 +141,6 @@ class CompressPlan:
         max_cols = window_columns(window, bs)  # logical blocks a window can touch
         splits = (_step_splits(tiles, n, C, max_cols, steps.blocks, units) if step
                   else window_splits(tiles, n, max_cols, steps.blocks, units))
-        cols_per_split = triton.cdiv(triton.cdiv(max_cols, splits), steps.blocks) * steps.blocks
-        self.splits = splits
         self.num_outputs = n  # outputs with scratch (a step: its token count, their bound)
         self.step = step
         self.search_launchers: list[tuple[KernelLauncher, bool]] = []  # (launcher, is the list kernel)
@@ -155,6 +159,8 @@ class CompressPlan:
                 inline_t = max(16, triton.next_power_of_2(num_tokens))
             elif args.block_table.shape[0] <= STEP_TILE_MAX_REQUESTS:
                 token_tile = C
+                splits = min(splits, STEP_TILE_MAX_SPLITS)
+                items_per_output = splits * (HEAD_DIM // tiles.block_d)
                 # scratch slots: one a tile (its first output), one a token (a tile's further ones)
                 self.num_outputs = triton.cdiv(n, C) + n
             else:
@@ -163,6 +169,8 @@ class CompressPlan:
                         (KernelLauncher(_count_boundaries_kernel, (search.programs,), count_cx, {}), False))
                 self.search_launchers.append(
                     (KernelLauncher(_list_boundaries_kernel, (search.programs,), list_cx, {}), True))
+        cols_per_split = triton.cdiv(triton.cdiv(max_cols, splits), steps.blocks) * steps.blocks
+        self.splits = splits
         self.scratch_floats = self.num_outputs * splits * (3 * HEAD_DIM + 1)
         if self.step:
             # int32 regions after the piece states: the boundary list, its count, the chunk counts

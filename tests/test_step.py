@@ -283,6 +283,23 @@ def test_one_wave_registers():
     assert one_wave(1000, 1, 132) is None  # 8 a SM: any thread fits
 
 
+def test_gpgpu_token_tiles_take_at_most_their_pieces(monkeypatch):
+    """A step on token tiles cuts each window into at most ``STEP_TILE_MAX_SPLITS`` pieces where
+    the outputs it is tuned for would take more (132 SMs, C=512: as the search's path plans it),
+    and still writes the oracle's bytes."""
+    monkeypatch.setattr(gpgpu_route, "compute_units", lambda *a: 132)
+    sw = make_step_workload([(0, 1100)], 512, block_size=8, seed=5, device=DEVICE)
+    pieces = {}
+    for path in ("search", "token-tiles"):
+        with gpgpu_step_path(path):
+            before = run_step(sw, "gpgpu")
+            (plan,) = step_module._STEP_PLANS.values()
+        assert gpgpu_plan_path(plan) == path
+        pieces[path] = plan.splits
+        judge(sw, sw.kv_cache, before)
+    assert pieces["token-tiles"] == gpgpu_route.STEP_TILE_MAX_SPLITS < pieces["search"], pieces
+
+
 @pytest.mark.skipif(DEVICE != "cuda", reason="registers of a compiled CUDA kernel")
 def test_gpgpu_token_tiles_fit_one_wave():
     """The official 8192-token C=128 step on its token tiles: all of its programs resident at once,
