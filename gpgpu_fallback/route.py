@@ -146,21 +146,20 @@ class CompressPlan:
         self.search_launchers: list[tuple[KernelLauncher, bool]] = []  # (launcher, is the list kernel)
         inline_t = 0  # a step small enough to be searched inside the kernel: its token tile
         token_tile = 0  # a step of few requests: tokens a program owns (and searches) in the tiled grid
-        items_per_output = splits * (HEAD_DIM // tiles.block_d)
+        d_tiles = HEAD_DIM // tiles.block_d  # programs an output's window piece takes
         if self.step:
             num_tokens = args.token_to_req.shape[0]
             search = plan_search(num_tokens, units)
             self._search_scalars = (num_tokens, search.chunk, 0, 1, 0)  # no work split: all outputs unsplit
             count_cx, list_cx = search_constexprs(C, bool(step_state_slots))
             self._multi_chunk = search.programs > 1
-            if num_tokens * items_per_output <= STEP_PER_TOKEN_PROGRAMS_PER_UNIT * units:
+            if num_tokens * splits * d_tiles <= STEP_PER_TOKEN_PROGRAMS_PER_UNIT * units:
                 token_tile = 1  # scratch: a slot a token
             elif num_tokens <= STEP_INLINE_TOKENS:
                 inline_t = max(16, triton.next_power_of_2(num_tokens))
             elif args.block_table.shape[0] <= STEP_TILE_MAX_REQUESTS:
                 token_tile = C
                 splits = min(splits, STEP_TILE_MAX_SPLITS)
-                items_per_output = splits * (HEAD_DIM // tiles.block_d)
                 # scratch slots: one a tile (its first output), one a token (a tile's further ones)
                 self.num_outputs = triton.cdiv(n, C) + n
             else:
@@ -171,6 +170,7 @@ class CompressPlan:
                     (KernelLauncher(_list_boundaries_kernel, (search.programs,), list_cx, {}), True))
         cols_per_split = triton.cdiv(triton.cdiv(max_cols, splits), steps.blocks) * steps.blocks
         self.splits = splits
+        items_per_output = splits * d_tiles
         self.scratch_floats = self.num_outputs * splits * (3 * HEAD_DIM + 1)
         if self.step:
             # int32 regions after the piece states: the boundary list, its count, the chunk counts

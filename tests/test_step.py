@@ -356,10 +356,10 @@ def test_gpgpu_step_grid_smaller_than_the_work(path, monkeypatch):
     monkeypatch.setattr(gpgpu_route, "STEP_INLINE_PROGRAMS_PER_UNIT", 1)
     monkeypatch.setattr(gpgpu_route, "compute_units", lambda *a: 3)  # an H200's 132 would outnumber the work
     sw = make_step_workload([(0, 520), (0, 400)], 128, block_size=8, seed=141, device=DEVICE)
-    with memcheck.gpgpu_step_path(path):
+    with gpgpu_step_path(path):
         before = run_step(sw, "gpgpu")
         plan = next(iter(step_module._STEP_PLANS.values()))
-    assert memcheck.gpgpu_plan_path(plan) == path
+    assert gpgpu_plan_path(plan) == path
     assert plan.launcher.grid[0] < len(expected_boundaries(sw)) * plan.splits
     judge(sw, sw.kv_cache, before)
 
