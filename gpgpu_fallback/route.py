@@ -78,8 +78,17 @@ _PIECE_STATE_BYTES = (3 * HEAD_DIM + 1) * 4
 # A token-tile kernel carries a second copy of the work item (a tile's further outputs, in a loop),
 # which costs registers: on an H100, 148-189 a thread where the indexed call's kernel takes 128,
 # so a grid the indexed call runs in one wave took two (bench/RESULTS.md). Its plans cap the
-# registers where the cap lets the whole grid be resident at once, but never below this.
+# registers where the cap lets the whole grid be resident at once, but never below this
+# (TOKEN_TILE_CAP_VALUES_PER_THREAD: where it is capped at this all the same).
 TOKEN_TILE_MIN_REGISTERS = 128
+# A token-tile grid too large for one wave at TOKEN_TILE_MIN_REGISTERS is capped there all the
+# same (the indexed call's programs a unit, not the fewer its extra registers allow) where a
+# thread's share of a step's rows (block_d * rows_per_step / threads) is at most this: those tiles
+# fit 128 registers with at most 108 bytes spilled for sm_90. On an H200 the capped steps took
+# 1.01-1.03x their indexed calls against 1.09-1.10x (R4-T32768-C128, R8-T65536-C256,
+# R8-T131072-C512); tiles of 64 values a thread spilled 836 bytes and took 1.20-1.31x
+# (bench/RESULTS.md).
+TOKEN_TILE_CAP_VALUES_PER_THREAD = 32
 # A token-tile step's window pieces: at most this many. Each piece is a program that searches its
 # tile again, and more programs a wave need a lower register cap: the official C=512 8192-token
 # step on an H100 took 26.7 us a replay with 4 pieces (512 programs, no cap) against 30.4 with 8
@@ -100,6 +109,21 @@ def one_wave_registers(programs: int, warps: int, units: int) -> int | None:
     per_unit = -(-programs // units)
     cap = _SM_REGISTERS // (per_unit * warps * 32) // 8 * 8
     return cap if TOKEN_TILE_MIN_REGISTERS <= cap <= 255 else None
+
+
+def token_tile_registers(programs: int, tiles, units: int) -> int | None:
+    """The register cap of a token-tile step's kernel of ``programs`` programs: the one-wave cap
+    where there is one, else ``TOKEN_TILE_MIN_REGISTERS`` where the grid needs more than a wave
+    even there and ``tiles`` hold at most ``TOKEN_TILE_CAP_VALUES_PER_THREAD`` values a thread a
+    step, else none."""
+    cap = one_wave_registers(programs, tiles.warps, units)
+    if cap is not None:
+        return cap
+    threads = tiles.warps * 32
+    per_unit = -(-programs // units)
+    more_than_a_wave = _SM_REGISTERS // (per_unit * threads) < TOKEN_TILE_MIN_REGISTERS
+    small_rows = tiles.block_d * tiles.rows_per_step <= TOKEN_TILE_CAP_VALUES_PER_THREAD * threads
+    return TOKEN_TILE_MIN_REGISTERS if more_than_a_wave and small_rows else None
 
 
 def typical_outputs(num_tokens: int, compress_ratio: int) -> int:
@@ -199,7 +223,7 @@ class CompressPlan:
         if token_tile:
             grid = (triton.cdiv(n, token_tile) * items_per_output,)
             # the cap is for the loop over a tile's further outputs, which a tile of one token has not
-            cap = one_wave_registers(grid[0], tiles.warps, units) if _caps_registers(dev) and token_tile > 1 else None
+            cap = token_tile_registers(grid[0], tiles, units) if _caps_registers(dev) and token_tile > 1 else None
             if cap is not None:
                 options["maxnreg"] = cap
         else:

@@ -56,10 +56,11 @@ TILES_BY_RATIO: dict[tuple[str, int], GpgpuTiles | tuple[tuple[int | None, Gpgpu
     ),
     # Ratio 4 (windows of 4 rows, 8 with the overlap): one program owns an output's whole head and
     # walks its window in 8-row steps, with no pieces to merge. On an H100 (bench.vllm_peer's C4 prefill chunk,
-    # 2048 outputs, overlap): 56 us a replay, against 125 with the sm90 default's 64-dim pieces. Two warps
-    # and evict_first on the state rows: 37.1 us a replay on an H100 against 42.8 with four warps and no
-    # hint (bench.sweep_gpgpu --cases C4; bench/RESULTS.md).
-    ("cuda:sm90", 4): GpgpuTiles(block_d=512, rows_per_step=8, warps=2, stages=2, programs_per_unit=8, max_splits=16,
+    # 2048 outputs, overlap): 56 us a replay, against 125 with the sm90 default's 64-dim pieces. Four warps
+    # and evict_first on the state rows: on an H200 31.1 us a replay on that chunk and 9.7 on the 64-token
+    # decode step, against 32.8 and 10.1-10.5 with two warps (vLLM's kernel 34.0 and 9.6-9.9 in the same
+    # calls); on an H100 two warps had led on the chunk, 37.1 against 38.3 (bench/RESULTS.md).
+    ("cuda:sm90", 4): GpgpuTiles(block_d=512, rows_per_step=8, warps=4, stages=2, programs_per_unit=8, max_splits=16,
                                  evict_first=True),
 }
 

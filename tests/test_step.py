@@ -283,6 +283,20 @@ def test_one_wave_registers():
     assert one_wave(1000, 1, 132) is None  # 8 a SM: any thread fits
 
 
+def test_token_tile_registers():
+    """A token-tile grid that needs more than one wave even at 128 registers is capped at 128 all
+    the same (the indexed call's programs a unit) where its tiles hold at most 32 values a thread
+    a step, and left uncapped where they hold more (they would spill); sm90's tiles, 132 SMs."""
+    cap = gpgpu_route.token_tile_registers
+    few = gpgpu_tuning.tiles_for("cuda:sm90", 128, 256)  # 32 dims x 32 rows, one warp: 32 a thread
+    wide = gpgpu_tuning.tiles_for("cuda:sm90", 128, 1024)  # 64 dims x 32 rows, one warp: 64 a thread
+    assert (few.block_d, few.warps, wide.block_d, wide.warps) == (32, 1, 64, 1)
+    assert cap(2048, few, 132) == 128  # one wave at 128 (the one-wave cap)
+    assert cap(4096, few, 132) == 128  # 32 a SM: two waves even at 128, capped all the same
+    assert cap(4096, wide, 132) is None  # two waves, but 64 values a thread: uncapped
+    assert cap(1000, few, 132) is None  # 8 a SM: one wave with any registers
+
+
 def test_gpgpu_token_tiles_take_at_most_their_pieces(monkeypatch):
     """A step on token tiles cuts each window into at most ``STEP_TILE_MAX_SPLITS`` pieces where
     the outputs it is tuned for would take more (132 SMs, C=512: as the search's path plans it),
