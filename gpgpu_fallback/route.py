@@ -86,7 +86,7 @@ TOKEN_TILE_MIN_REGISTERS = 128
 # thread's share of a step's rows (block_d * rows_per_step / threads) is at most this: those tiles
 # fit 128 registers with at most 108 bytes spilled for sm_90. On an H200 the capped steps took
 # 1.01-1.03x their indexed calls against 1.09-1.10x (R4-T32768-C128, R8-T65536-C256,
-# R8-T131072-C512); tiles of 64 values a thread spilled 836 bytes and took 1.20-1.31x
+# R8-T131072-C512); tiles of 64 values a thread spilled 836-1096 bytes and took 1.20-1.31x
 # (bench/RESULTS.md).
 TOKEN_TILE_CAP_VALUES_PER_THREAD = 32
 # A token-tile step's window pieces: at most this many. Each piece is a program that searches its
