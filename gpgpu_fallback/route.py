@@ -102,12 +102,17 @@ def _caps_registers(device: torch.device) -> bool:
     return device.type == "cuda" and torch.version.hip is None
 
 
-def one_wave_registers(programs: int, warps: int, units: int) -> int | None:
+def _resident_registers(programs: int, warps: int, units: int) -> int:
     """The most registers a thread may take for ``programs`` programs of ``warps`` warps to be
-    resident at once on ``units`` SMs (a multiple of 8, as the hardware allocates them), or
-    ``None`` where that is below ``TOKEN_TILE_MIN_REGISTERS`` or above a thread's 255."""
+    resident at once on ``units`` SMs, a multiple of 8 as the hardware allocates them (unbounded)."""
     per_unit = -(-programs // units)
-    cap = _SM_REGISTERS // (per_unit * warps * 32) // 8 * 8
+    return _SM_REGISTERS // (per_unit * warps * 32) // 8 * 8
+
+
+def one_wave_registers(programs: int, warps: int, units: int) -> int | None:
+    """``_resident_registers``, or ``None`` where that is below ``TOKEN_TILE_MIN_REGISTERS`` or
+    above a thread's 255."""
+    cap = _resident_registers(programs, warps, units)
     return cap if TOKEN_TILE_MIN_REGISTERS <= cap <= 255 else None
 
 
@@ -116,14 +121,10 @@ def token_tile_registers(programs: int, tiles, units: int) -> int | None:
     where there is one, else ``TOKEN_TILE_MIN_REGISTERS`` where the grid needs more than a wave
     even there and ``tiles`` hold at most ``TOKEN_TILE_CAP_VALUES_PER_THREAD`` values a thread a
     step, else none."""
-    cap = one_wave_registers(programs, tiles.warps, units)
-    if cap is not None:
-        return cap
-    threads = tiles.warps * 32
-    per_unit = -(-programs // units)
-    more_than_a_wave = _SM_REGISTERS // (per_unit * threads) < TOKEN_TILE_MIN_REGISTERS
-    small_rows = tiles.block_d * tiles.rows_per_step <= TOKEN_TILE_CAP_VALUES_PER_THREAD * threads
-    return TOKEN_TILE_MIN_REGISTERS if more_than_a_wave and small_rows else None
+    if _resident_registers(programs, tiles.warps, units) >= TOKEN_TILE_MIN_REGISTERS:
+        return one_wave_registers(programs, tiles.warps, units)  # None above 255: one wave uncapped
+    small_rows = tiles.block_d * tiles.rows_per_step <= TOKEN_TILE_CAP_VALUES_PER_THREAD * tiles.warps * 32
+    return TOKEN_TILE_MIN_REGISTERS if small_rows else None
 
 
 def typical_outputs(num_tokens: int, compress_ratio: int) -> int:
