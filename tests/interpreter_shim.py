@@ -13,6 +13,12 @@ The shim skips a helper's patch when every module it would patch has already bee
 the launch that is running (by the launch itself or by an earlier helper call, whose patches
 Triton never undoes). The first patch of each module in a launch, and every patch outside a
 launch, still runs Triton's own code, and a launch still restores what it patched when it ends.
+The shim also turns off the interpreter's integer overflow sanitizer while its ``debug`` option is
+off. Every int32 ``+``, ``-`` and ``*`` in a kernel (``sanitize_overflow=True`` in
+``triton.language``) then recomputes itself in int64 and compares it with the int32 bounds, only
+to pass the verdict to ``device_assert``, which returns without looking at it unless ``debug`` is
+on: a quarter of the time of the routes' tests under the interpreter, for a value nothing reads.
+
 No value changes: ``tests/test_interpreter_shim.py`` runs a kernel with helpers and whole operator
 calls with and without the shim and compares the bytes.
 
@@ -23,12 +29,14 @@ whose interpreter is built differently); ``ASCEND_KVC_INTERPRETER_SHIM=0`` leave
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 
 DISABLE_ENV = "ASCEND_KVC_INTERPRETER_SHIM"
 
 _STATE: dict = {}  # "original": Triton's _patch_lang, "grid_call": GridExecutor.__call__
 _LAUNCHES: list = []  # per running launch: frozenset of the modules patched so far (None: not yet)
+_MODULES: dict = {}  # function -> _lang_modules(function)
 STATS = {"patched": 0, "skipped": 0}  # helper patches run / skipped, for the shim's own test
 
 
@@ -45,10 +53,15 @@ def supported() -> bool:
 
 
 def _lang_modules(fn) -> frozenset:
+    """The modules Triton's _patch_lang patches for ``fn``: tl and/or tl.core, as ``fn`` sees them
+    (found once a function: scanning its module's globals at every helper call cost 5% of a run)."""
     import triton.language as tl
 
-    # The modules Triton's _patch_lang patches for ``fn``: tl and/or tl.core, as ``fn`` sees them.
-    return frozenset(id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core))
+    modules = _MODULES.get(fn)
+    if modules is None:
+        modules = _MODULES[fn] = frozenset(
+            id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core))
+    return modules
 
 
 def _patch_lang(fn):
@@ -90,8 +103,11 @@ def install() -> bool:
 
     _STATE["original"] = interpreter._patch_lang
     _STATE["grid_call"] = interpreter.GridExecutor.__call__
+    _STATE["options"] = options = interpreter.interpreter_builder.options
     interpreter._patch_lang = _patch_lang
     interpreter.GridExecutor.__call__ = _grid_call
+    if not options.debug:  # device_assert ignores the sanitizer's verdict (see above)
+        interpreter.interpreter_builder.options = dataclasses.replace(options, sanitize_overflow=False)
     return True
 
 
@@ -106,6 +122,7 @@ def uninstall() -> None:
 
     interpreter._patch_lang = _STATE.pop("original")
     interpreter.GridExecutor.__call__ = _STATE.pop("grid_call")
+    interpreter.interpreter_builder.options = _STATE.pop("options")
 
 
 @contextlib.contextmanager

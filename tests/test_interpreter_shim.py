@@ -82,3 +82,29 @@ def test_operator_bytes_are_the_same_without_the_shim(route):
         if not was:
             interpreter_shim.uninstall()
     assert torch.equal(plain, shimmed)
+
+
+def test_overflow_sanitizer_is_off_only_while_its_verdict_is_ignored():
+    """The interpreter's int32 overflow sanitizer feeds ``device_assert``, which reads it only with
+    ``debug`` on: the shim turns it off with ``debug`` off, keeps it with ``debug`` on, and puts
+    Triton's options back when it is removed."""
+    import dataclasses
+
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    with interpreter_shim.removed():
+        shipped = builder.options
+        assert shipped.sanitize_overflow and not shipped.debug
+        try:
+            interpreter_shim.install()
+            assert builder.options.sanitize_overflow is False
+            assert dataclasses.replace(builder.options, sanitize_overflow=True) == shipped
+            interpreter_shim.uninstall()
+            assert builder.options is shipped
+            builder.options = dataclasses.replace(shipped, debug=True)
+            interpreter_shim.install()
+            assert builder.options.sanitize_overflow and builder.options.debug
+        finally:
+            interpreter_shim.uninstall()
+            builder.options = shipped
