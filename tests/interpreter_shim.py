@@ -19,6 +19,10 @@ off. Every int32 ``+``, ``-`` and ``*`` in a kernel (``sanitize_overflow=True`` 
 to pass the verdict to ``device_assert``, which returns without looking at it unless ``debug`` is
 on: a quarter of the time of the routes' tests under the interpreter, for a value nothing reads.
 
+And it remembers the numpy dtype of each Triton scalar type: the interpreter's
+``_get_np_dtype`` builds its table of 19 types (hashing each) on every call, hundreds of
+thousands of calls a test module.
+
 No value changes: ``tests/test_interpreter_shim.py`` runs a kernel with helpers and whole operator
 calls with and without the shim and compares the bytes.
 
@@ -37,6 +41,7 @@ DISABLE_ENV = "ASCEND_KVC_INTERPRETER_SHIM"
 _STATE: dict = {}  # "original": Triton's _patch_lang, "grid_call": GridExecutor.__call__
 _LAUNCHES: list = []  # per running launch: frozenset of the modules patched so far (None: not yet)
 _MODULES: dict = {}  # function -> _lang_modules(function)
+_NP_DTYPES: dict = {}  # Triton scalar type -> numpy dtype
 STATS = {"patched": 0, "skipped": 0}  # helper patches run / skipped, for the shim's own test
 
 
@@ -85,6 +90,20 @@ def _patch_lang(fn):
     return scope
 
 
+def _np_dtype(tt_dtype):
+    """The interpreter's ``_get_np_dtype``, looked up once a scalar type (a block type's is its
+    element type's, as there)."""
+    import triton.language as tl
+
+    scalar = tt_dtype.element_ty if isinstance(tt_dtype, tl.block_type) else tt_dtype
+    if isinstance(scalar, tl.pointer_type):  # unhashable; the interpreter's first test
+        return _STATE["np_dtype"](scalar)
+    found = _NP_DTYPES.get(scalar)
+    if found is None:
+        found = _NP_DTYPES[scalar] = _STATE["np_dtype"](scalar)
+    return found
+
+
 def _grid_call(self, *args, **kwargs):
     _LAUNCHES.append(None)
     try:
@@ -104,8 +123,10 @@ def install() -> bool:
     _STATE["original"] = interpreter._patch_lang
     _STATE["grid_call"] = interpreter.GridExecutor.__call__
     _STATE["options"] = options = interpreter.interpreter_builder.options
+    _STATE["np_dtype"] = interpreter._get_np_dtype
     interpreter._patch_lang = _patch_lang
     interpreter.GridExecutor.__call__ = _grid_call
+    interpreter._get_np_dtype = _np_dtype
     if not options.debug:  # device_assert ignores the sanitizer's verdict (see above)
         interpreter.interpreter_builder.options = dataclasses.replace(options, sanitize_overflow=False)
     return True
@@ -123,6 +144,7 @@ def uninstall() -> None:
     interpreter._patch_lang = _STATE.pop("original")
     interpreter.GridExecutor.__call__ = _STATE.pop("grid_call")
     interpreter.interpreter_builder.options = _STATE.pop("options")
+    interpreter._get_np_dtype = _STATE.pop("np_dtype")
 
 
 @contextlib.contextmanager

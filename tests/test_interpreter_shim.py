@@ -108,3 +108,25 @@ def test_overflow_sanitizer_is_off_only_while_its_verdict_is_ignored():
         finally:
             interpreter_shim.uninstall()
             builder.options = shipped
+
+
+def test_numpy_dtypes_are_the_interpreters():
+    """The shim's remembered ``_get_np_dtype`` gives the interpreter's answer for every scalar,
+    pointer and block type, asked twice (the second from its table)."""
+    from triton.runtime import interpreter
+
+    scalars = [tl.int1, tl.int8, tl.uint8, tl.int16, tl.uint16, tl.int32, tl.uint32, tl.int64, tl.uint64,
+               tl.float16, tl.bfloat16, tl.float32, tl.float64, tl.float8e5, tl.float8e4nv]
+    types = [*scalars, *(tl.pointer_type(t) for t in scalars), *(tl.block_type(t, [4, 8]) for t in scalars),
+             tl.block_type(tl.pointer_type(tl.float32), [16])]
+    with interpreter_shim.removed():
+        shipped = [interpreter._get_np_dtype(t) for t in types]
+    was = interpreter_shim.installed()
+    interpreter_shim.install()
+    try:
+        assert interpreter._get_np_dtype is not interpreter_shim._STATE["np_dtype"]
+        for _ in range(2):
+            assert [interpreter._get_np_dtype(t) for t in types] == shipped
+    finally:
+        if not was:
+            interpreter_shim.uninstall()
