@@ -33,9 +33,6 @@ NAMES = ["state_cache", "token_to_req", "positions", "boundary_token_indices", "
          "rms_norm_weight", "cos_sin_cache", "kv_slot_mapping", "kv_cache", "block_size", "compress_ratio",
          "rms_norm_eps"]
 # No shrinking: an interpreter run per step makes it slow; the failing example is printed as drawn.
-# Fewer examples under the CPU interpreter (about 4.5 s an example on CI's two cores, and `make test`
-# keeps to about ten minutes) than where the kernels are compiled.
-ON_CPU = DEVICE == "cpu"
 FUZZ = dict(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), print_blob=False,
             phases=(Phase.explicit, Phase.generate))
 
@@ -82,7 +79,7 @@ def _run(w, route, *, inplace=True, validate=True):
     return check_cache(w.checked_args(), got, before)
 
 
-@settings(max_examples=16 if ON_CPU else 24, **FUZZ)
+@settings(max_examples=24, **FUZZ)
 @given(valid_cases())
 def test_fuzz_valid_inputs_match_the_truth(case):
     w, route, inplace = case
@@ -145,7 +142,7 @@ def _message(check) -> str | None:
     return None
 
 
-@settings(max_examples=18 if ON_CPU else 28, **FUZZ)
+@settings(max_examples=28, **FUZZ)
 @given(bad_value_cases(), st.booleans())
 def test_fuzz_bad_index_values(case, validate):
     w, perturbations, route = case
