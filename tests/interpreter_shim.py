@@ -13,11 +13,12 @@ The shim skips a helper's patch when every module it would patch has already bee
 the launch that is running (by the launch itself or by an earlier helper call, whose patches
 Triton never undoes). The first patch of each module in a launch, and every patch outside a
 launch, still runs Triton's own code, and a launch still restores what it patched when it ends.
-The shim also turns off the interpreter's integer overflow sanitizer while its ``debug`` option is
-off. Every int32 ``+``, ``-`` and ``*`` in a kernel (``sanitize_overflow=True`` in
-``triton.language``) then recomputes itself in int64 and compares it with the int32 bounds, only
-to pass the verdict to ``device_assert``, which returns without looking at it unless ``debug`` is
-on: a quarter of the time of the routes' tests under the interpreter, for a value nothing reads.
+
+The shim also turns off the interpreter's int32 overflow sanitizer while its ``debug`` option is
+off. With the sanitizer on, every int32 ``+``, ``-`` and ``*`` in a kernel is done again in int64
+and compared with the int32 bounds, only to hand the verdict to ``device_assert``, which returns
+without reading it unless ``debug`` is on: a quarter of the time of the routes' tests under the
+interpreter, for a value nothing reads.
 
 And it remembers the numpy dtype of each Triton scalar type: the interpreter's
 ``_get_np_dtype`` builds its table of 19 types (hashing each) on every call, hundreds of
@@ -38,7 +39,9 @@ import inspect
 
 DISABLE_ENV = "ASCEND_KVC_INTERPRETER_SHIM"
 
-_STATE: dict = {}  # "original": Triton's _patch_lang, "grid_call": GridExecutor.__call__
+# Triton's own "original" _patch_lang, "grid_call" GridExecutor.__call__, "options" (the interpreter
+# builder's) and "np_dtype" (_get_np_dtype), put back by uninstall()
+_STATE: dict = {}
 _LAUNCHES: list = []  # per running launch: frozenset of the modules patched so far (None: not yet)
 _MODULES: dict = {}  # function -> _lang_modules(function)
 _NP_DTYPES: dict = {}  # Triton scalar type -> numpy dtype
@@ -54,7 +57,8 @@ def supported() -> bool:
         return False
     return (triton.__version__.startswith("3.8.")
             and all(hasattr(interpreter, n) for n in ("_patch_lang", "_LangPatchScope", "GridExecutor",
-                                                         "InterpretedFunction")))
+                                                         "InterpretedFunction", "interpreter_builder",
+                                                         "_get_np_dtype")))
 
 
 def _lang_modules(fn) -> frozenset:
