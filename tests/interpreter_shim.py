@@ -43,8 +43,7 @@ DISABLE_ENV = "ASCEND_KVC_INTERPRETER_SHIM"
 # builder's) and "np_dtype" (_get_np_dtype), put back by uninstall()
 _STATE: dict = {}
 _LAUNCHES: list = []  # per running launch: frozenset of the modules patched so far (None: not yet)
-_MODULES: dict = {}  # function -> _lang_modules(function)
-_NP_DTYPES: dict = {}  # Triton scalar type -> numpy dtype
+_MODULES: dict = {}  # function -> lang_modules(function)
 STATS = {"patched": 0, "skipped": 0}  # helper patches run / skipped, for the shim's own test
 
 
@@ -61,9 +60,10 @@ def supported() -> bool:
                                                          "_get_np_dtype")))
 
 
-def _lang_modules(fn) -> frozenset:
-    """The modules Triton's _patch_lang patches for ``fn``: tl and/or tl.core, as ``fn`` sees them
-    (found once a function: scanning its module's globals at every helper call cost 5% of a run)."""
+def lang_modules(fn) -> frozenset:
+    """The modules an interpreter's _patch_lang patches for ``fn``: tl and/or tl.core, as ``fn``
+    sees them (found once a function: scanning its module's globals at every helper call cost 5%
+    of a run). Also used by tests/triton_ascend/conftest.py for triton-ascend's interpreter."""
     import triton.language as tl
 
     modules = _MODULES.get(fn)
@@ -82,9 +82,9 @@ def _patch_lang(fn):
     done = _LAUNCHES[-1]
     if done is None:  # the launch's own patch, restored when the launch ends
         scope = original(fn)
-        _LAUNCHES[-1] = _lang_modules(fn)
+        _LAUNCHES[-1] = lang_modules(fn)
         return scope
-    modules = _lang_modules(fn)
+    modules = lang_modules(fn)
     if modules <= done:  # a helper whose modules this launch already patched: nothing left to do
         STATS["skipped"] += 1
         return interpreter._LangPatchScope()
@@ -94,18 +94,26 @@ def _patch_lang(fn):
     return scope
 
 
-def _np_dtype(tt_dtype):
-    """The interpreter's ``_get_np_dtype``, looked up once a scalar type (a block type's is its
-    element type's, as there)."""
+def remembered_np_dtype(original):
+    """A stand-in for an interpreter's ``_get_np_dtype`` (``original``) that asks it once a scalar
+    type (a block type's answer is its element type's, as there; pointers, unhashable, are asked
+    every time: its first test). Also used by tests/triton_ascend/conftest.py."""
     import triton.language as tl
 
-    scalar = tt_dtype.element_ty if isinstance(tt_dtype, tl.block_type) else tt_dtype
-    if isinstance(scalar, tl.pointer_type):  # unhashable; the interpreter's first test
-        return _STATE["np_dtype"](scalar)
-    found = _NP_DTYPES.get(scalar)
-    if found is None:
-        found = _NP_DTYPES[scalar] = _STATE["np_dtype"](scalar)
-    return found
+    table = {}
+    block_type, pointer_type = tl.block_type, tl.pointer_type
+
+    def np_dtype(tt_dtype):
+        scalar = tt_dtype.element_ty if isinstance(tt_dtype, block_type) else tt_dtype
+        if isinstance(scalar, pointer_type):
+            return original(scalar)
+        found = table.get(scalar)
+        if found is None:
+            found = table[scalar] = original(scalar)
+        return found
+
+    np_dtype.original = original
+    return np_dtype
 
 
 def _grid_call(self, *args, **kwargs):
@@ -130,7 +138,7 @@ def install() -> bool:
     _STATE["np_dtype"] = interpreter._get_np_dtype
     interpreter._patch_lang = _patch_lang
     interpreter.GridExecutor.__call__ = _grid_call
-    interpreter._get_np_dtype = _np_dtype
+    interpreter._get_np_dtype = remembered_np_dtype(interpreter._get_np_dtype)
     if not options.debug:  # device_assert ignores the sanitizer's verdict (see above)
         interpreter.interpreter_builder.options = dataclasses.replace(options, sanitize_overflow=False)
     return True

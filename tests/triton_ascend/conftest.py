@@ -6,13 +6,18 @@ folder ``.ascend-triton/`` with numpy < 2 from ``.ascend-numpy/`` (both put firs
 not collect this folder (``collect_ignore`` in tests/conftest.py); naming it on the command line
 in the wrong environment stops here with what is wrong, before any test runs.
 
-Two speed shims, the only changes to the interpreter; neither changes a value.
+Three speed shims, the only changes to the interpreter; none changes a value.
 
 Repeated language patching: the 3.2 interpreter patches ``triton.language`` for the interpreter
 each time a kernel or a ``@triton.jit`` helper runs, and never undoes it, so every patch after the
 first of a module does nothing but scan it again (thousands of times a launch).
-``_skip_repeated_language_patches`` lets only the first patch of each module set run.
+``_skip_repeated_language_patches`` lets only the first patch of each module set run (the
+modules a function sees found once, ``interpreter_shim.lang_modules``).
 ``ASCEND_KVC_TA_REPATCH=1`` turns it off.
+
+Numpy dtypes: the interpreter's ``_get_np_dtype`` builds its table of Triton types (hashing each)
+on every call, 12% of this folder's time; ``interpreter_shim.remembered_np_dtype`` asks it once a
+type. ``ASCEND_KVC_TA_NP_DTYPES=1`` turns it off.
 
 Reductions: triton-ascend replaces
 ``tl.max``/``tl.min`` with versions whose combine functions (``_elementwise_max_default``,
@@ -42,6 +47,7 @@ for folder in (HERE.parent, HERE):  # cases.py and the main tests' case builders
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
+import interpreter_shim  # noqa: E402  (its version-independent helpers; its install() is for Triton 3.8)
 import reduce_shim  # noqa: E402
 
 
@@ -68,15 +74,12 @@ def _environment_problems() -> list[str]:
 
 
 def _skip_repeated_language_patches():
-    import inspect
-
-    import triton.language as tl
     from triton.runtime import interpreter
 
     original, patched = interpreter._patch_lang, set()
 
     def patch_lang(fn):
-        modules = frozenset(id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core))
+        modules = interpreter_shim.lang_modules(fn)
         if modules and modules <= patched:
             return
         original(fn)
@@ -95,6 +98,10 @@ def pytest_configure(config):
         reduce_shim.install()
     if os.environ.get("ASCEND_KVC_TA_REPATCH") != "1":
         _skip_repeated_language_patches()
+    if os.environ.get("ASCEND_KVC_TA_NP_DTYPES") != "1":
+        from triton.runtime import interpreter
+
+        interpreter._get_np_dtype = interpreter_shim.remembered_np_dtype(interpreter._get_np_dtype)
     for line in _QUIET:
         config.addinivalue_line("filterwarnings", line)
 

@@ -1,4 +1,4 @@
-"""triton-ascend 3.2.0's interpreter itself: the speed shim changes nothing, and its known faults.
+"""triton-ascend 3.2.0's interpreter itself: the speed shims change nothing, and its known faults.
 
 Faults of the 3.2 interpreter found while running this project's kernels (each is a strict xfail
 below that asserts the correct behaviour: when a triton-ascend release fixes one, its test
@@ -88,6 +88,21 @@ def test_shim_changes_no_byte_of_a_call(route, generic_reduce):
     with reduce_shim.active():
         fast = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route)
     assert torch.equal(slow, fast)
+
+
+def test_remembered_numpy_dtypes_are_the_interpreters():
+    """conftest.py's remembered ``_get_np_dtype`` gives the 3.2 interpreter's own answer for every
+    scalar, pointer and block type, asked twice (the second from its table)."""
+    from triton.runtime import interpreter
+
+    np_dtype = interpreter._get_np_dtype
+    shipped = getattr(np_dtype, "original", np_dtype)
+    scalars = [tl.int1, tl.int8, tl.uint8, tl.int16, tl.uint16, tl.int32, tl.uint32, tl.int64, tl.uint64,
+               tl.float16, tl.bfloat16, tl.float32, tl.float64, tl.float8e5, tl.float8e4nv]
+    types = [*scalars, *(tl.pointer_type(t) for t in scalars), *(tl.block_type(t, [4, 8]) for t in scalars),
+             tl.block_type(tl.pointer_type(tl.float32), [16])]
+    for _ in range(2):
+        assert [np_dtype(t) for t in types] == [shipped(t) for t in types]
 
 
 # --- known faults of the 3.2 interpreter (strict xfails: they assert the right answer) ------------
