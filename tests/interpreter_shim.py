@@ -116,6 +116,17 @@ def remembered_np_dtype(original):
     return np_dtype
 
 
+def np_dtype_probe_types() -> list:
+    """Every scalar type the interpreters store, as pointers and blocks too: what a stand-in for
+    ``_get_np_dtype`` must answer as the interpreter does (the shims' tests, under either Triton)."""
+    import triton.language as tl
+
+    scalars = [tl.int1, tl.int8, tl.uint8, tl.int16, tl.uint16, tl.int32, tl.uint32, tl.int64, tl.uint64,
+               tl.float16, tl.bfloat16, tl.float32, tl.float64, tl.float8e5, tl.float8e4nv]
+    return [*scalars, *(tl.pointer_type(t) for t in scalars), *(tl.block_type(t, [4, 8]) for t in scalars),
+            tl.block_type(tl.pointer_type(tl.float32), [16])]
+
+
 def _grid_call(self, *args, **kwargs):
     _LAUNCHES.append(None)
     try:
@@ -157,6 +168,18 @@ def uninstall() -> None:
     interpreter.GridExecutor.__call__ = _STATE.pop("grid_call")
     interpreter.interpreter_builder.options = _STATE.pop("options")
     interpreter._get_np_dtype = _STATE.pop("np_dtype")
+
+
+@contextlib.contextmanager
+def active():
+    """Within the block, the shim installed (removed after, if it was not in)."""
+    was = installed()
+    install()
+    try:
+        yield
+    finally:
+        if not was:
+            uninstall()
 
 
 @contextlib.contextmanager

@@ -51,14 +51,9 @@ def test_kernel_with_helpers_gives_the_same_values_and_skips_repeats():
     with interpreter_shim.removed():
         plain = _helpers(x, 50)
     shimmed_before = dict(interpreter_shim.STATS)
-    was = interpreter_shim.installed()
-    interpreter_shim.install()
-    try:
+    with interpreter_shim.active():
         shimmed = _helpers(x, 50)
         skipped = interpreter_shim.STATS["skipped"] - shimmed_before["skipped"]
-    finally:
-        if not was:
-            interpreter_shim.uninstall()
     assert torch.equal(plain, shimmed)
     want = torch.stack([x[:, :50].amax(1) * 2.0, x[:, :50].sum(1) * 0.5], dim=1)
     torch.testing.assert_close(shimmed, want)
@@ -74,13 +69,8 @@ def test_operator_bytes_are_the_same_without_the_shim(route):
     w = general_case(128, 8, seed=3, num_reqs=1, outputs_per_req=2)
     with interpreter_shim.removed():
         plain = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route)
-    was = interpreter_shim.installed()
-    interpreter_shim.install()
-    try:
+    with interpreter_shim.active():
         shimmed = c128_256_512_compress(*w.args(), out=w.kv_cache.clone(), route=route)
-    finally:
-        if not was:
-            interpreter_shim.uninstall()
     assert torch.equal(plain, shimmed)
 
 
@@ -115,18 +105,10 @@ def test_numpy_dtypes_are_the_interpreters():
     pointer and block type, asked twice (the second from its table)."""
     from triton.runtime import interpreter
 
-    scalars = [tl.int1, tl.int8, tl.uint8, tl.int16, tl.uint16, tl.int32, tl.uint32, tl.int64, tl.uint64,
-               tl.float16, tl.bfloat16, tl.float32, tl.float64, tl.float8e5, tl.float8e4nv]
-    types = [*scalars, *(tl.pointer_type(t) for t in scalars), *(tl.block_type(t, [4, 8]) for t in scalars),
-             tl.block_type(tl.pointer_type(tl.float32), [16])]
+    types = interpreter_shim.np_dtype_probe_types()
     with interpreter_shim.removed():
         shipped = [interpreter._get_np_dtype(t) for t in types]
-    was = interpreter_shim.installed()
-    interpreter_shim.install()
-    try:
+    with interpreter_shim.active():
         assert interpreter._get_np_dtype is not interpreter_shim._STATE["np_dtype"]
         for _ in range(2):
             assert [interpreter._get_np_dtype(t) for t in types] == shipped
-    finally:
-        if not was:
-            interpreter_shim.uninstall()
