@@ -31,8 +31,9 @@ def _quantize_bf16_kernel(
     NOPE_DIM: tl.constexpr, COUNTED: tl.constexpr, TOKEN_TILE: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr,
 ):
     """Rows ``0..count - 1`` (``num_outputs`` without ``COUNTED``). By token tile (``TOKEN_TILE`` =
-    C tokens a tile): the ``num_outputs`` tiles' rows, then, for each further boundary token ``b``
-    of a tile (found as the gather found it), row ``num_outputs + b``."""
+    C tokens a tile): tile ``t``'s row ``t`` (``t < num_outputs``), then, for each further boundary
+    token ``b`` of the tile (found as the gather found it), row ``num_outputs + b``. A tile's row is
+    read before its tokens are, so that both reads are in flight at once."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     g = tl.arange(0, 8)
@@ -40,29 +41,40 @@ def _quantize_bf16_kernel(
     n = counted_outputs(count_ptr, num_outputs, COUNTED)
     if COUNTED:
         by_tile = tile_from >= 0
-        n = tl.where(by_tile, num_outputs, n)
+        n = tl.where(by_tile, 0, n)
         for t in range(pid, tl.where(by_tile, num_outputs, 0), num_programs):
+            bits, slot = _row_loads(t, y_bf16_ptr, slot_ptr, g, d2, NOPE_DIM)
             first = t * TOKEN_TILE
             lane, count = next_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num_tokens, -1,
                                                 TOKEN_TILE, TOKEN_TILE, HAS_STATE_SLOTS)
+            _row_stores(t, bits, slot, nope_ptr, scale_ptr, g, d2, NOPE_DIM)
             for _ in range(1, count):
                 lane, _n = next_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num_tokens, lane,
                                                  TOKEN_TILE, TOKEN_TILE, HAS_STATE_SLOTS)
-                _quantize_row(num_outputs + first + lane, y_bf16_ptr, slot_ptr, nope_ptr, scale_ptr, g, d2, NOPE_DIM)
+                row = num_outputs + first + lane
+                bits, slot = _row_loads(row, y_bf16_ptr, slot_ptr, g, d2, NOPE_DIM)
+                _row_stores(row, bits, slot, nope_ptr, scale_ptr, g, d2, NOPE_DIM)
     for i in range(pid, n, num_programs):
-        _quantize_row(i, y_bf16_ptr, slot_ptr, nope_ptr, scale_ptr, g, d2, NOPE_DIM)
+        bits, slot = _row_loads(i, y_bf16_ptr, slot_ptr, g, d2, NOPE_DIM)
+        _row_stores(i, bits, slot, nope_ptr, scale_ptr, g, d2, NOPE_DIM)
 
 
 @triton.jit
-def _quantize_row(i, y_bf16_ptr, slot_ptr, nope_ptr, scale_ptr, g, d2, NOPE_DIM: tl.constexpr):
-    """Row ``i``'s 448 INT8 values and 7 scale exponents (groups ``g``, dims ``d2``), where its slot
-    is written."""
+def _row_loads(i, y_bf16_ptr, slot_ptr, g, d2, NOPE_DIM: tl.constexpr):
+    """Row ``i``'s 448 bf16 values widened to fp32 bits (groups ``g``, dims ``d2``) and its slot,
+    read together: the row is read before the slot is tested, and only a written slot's row is used."""
     NOPE_GROUPS: tl.constexpr = NOPE_DIM // 64
-    nope = g[:, None] < NOPE_GROUPS
     row = tl.cast(i, tl.int64)
-    # Read before the slot test, so that the two reads overlap; only a written slot's row is used.
-    bits = tl.load(y_bf16_ptr + row * 512 + d2, mask=nope, other=0).to(tl.int32) << 16
-    if tl.load(slot_ptr + i) >= 0:
+    bits = tl.load(y_bf16_ptr + row * 512 + d2, mask=g[:, None] < NOPE_GROUPS, other=0).to(tl.int32) << 16
+    return bits, tl.load(slot_ptr + i)
+
+
+@triton.jit
+def _row_stores(i, bits, slot, nope_ptr, scale_ptr, g, d2, NOPE_DIM: tl.constexpr):
+    """Row ``i``'s 448 INT8 values and 7 scale exponents (groups ``g``), where its slot is written."""
+    NOPE_GROUPS: tl.constexpr = NOPE_DIM // 64
+    if slot >= 0:
+        row = tl.cast(i, tl.int64)
         q, e = int8_groups(bits.to(tl.float32, bitcast=True))
-        tl.store(nope_ptr + row * NOPE_DIM + d2, q.to(tl.int8), mask=nope)
+        tl.store(nope_ptr + row * NOPE_DIM + d2, q.to(tl.int8), mask=g[:, None] < NOPE_GROUPS)
         tl.store(scale_ptr + row * NOPE_GROUPS + g, e + 127, mask=g < NOPE_GROUPS)

@@ -35,7 +35,8 @@ def _byte_scatter_kernel(
     HAS_STATE_SLOTS: tl.constexpr,
 ):
     """Rows ``0..count - 1`` (``num_outputs`` without ``COUNTED``); by token tile, the rows
-    ``quantize._quantize_bf16_kernel`` takes, found the same way."""
+    ``quantize._quantize_bf16_kernel`` takes, found the same way (a tile's row read before its
+    tokens, so that both reads are in flight at once)."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     head = tl.arange(0, 512)
@@ -44,11 +45,15 @@ def _byte_scatter_kernel(
     n = counted_outputs(count_ptr, num_outputs, COUNTED)
     if COUNTED:
         by_tile = tile_from >= 0
-        n = tl.where(by_tile, num_outputs, n)
+        n = tl.where(by_tile, 0, n)
         for t in range(pid, tl.where(by_tile, num_outputs, 0), num_programs):
+            nope_bytes, rope_bytes, scale_bytes, slot = _row_loads(t, nope_ptr, y_bf16_ptr, scale_ptr, slot_ptr, head,
+                                                                   rope, sc, NOPE_DIM, SCALE_BYTES)
             first = t * TOKEN_TILE
             lane, count = next_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num_tokens, -1,
                                                 TOKEN_TILE, TOKEN_TILE, HAS_STATE_SLOTS)
+            _row_stores(nope_bytes, rope_bytes, scale_bytes, slot, kv_cache_ptr, kv_s0, head, rope, sc, NOPE_DIM,
+                        PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE)
             for _ in range(1, count):
                 lane, _n = next_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num_tokens, lane,
                                                  TOKEN_TILE, TOKEN_TILE, HAS_STATE_SLOTS)
@@ -65,20 +70,35 @@ def _scatter_row(i, nope_ptr, y_bf16_ptr, scale_ptr, slot_ptr, kv_cache_ptr, kv_
                  NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr,
                  SCALE_REGION: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr):
     """Row ``i``'s 584 bytes to its slot, where the slot is written (lanes ``head``, ``rope``, ``sc``)."""
-    in_nope = head < NOPE_DIM
-    # The output's bytes are read before its slot is tested, so that the reads overlap; a
-    # skipped output's bytes are read and dropped.
+    nope_bytes, rope_bytes, scale_bytes, slot = _row_loads(i, nope_ptr, y_bf16_ptr, scale_ptr, slot_ptr, head, rope,
+                                                           sc, NOPE_DIM, SCALE_BYTES)
+    _row_stores(nope_bytes, rope_bytes, scale_bytes, slot, kv_cache_ptr, kv_s0, head, rope, sc, NOPE_DIM,
+                PAYLOAD_BYTES, SCALE_BYTES, SCALE_REGION, SLOTS_PER_PAGE)
+
+
+@triton.jit
+def _row_loads(i, nope_ptr, y_bf16_ptr, scale_ptr, slot_ptr, head, rope, sc, NOPE_DIM: tl.constexpr,
+               SCALE_BYTES: tl.constexpr):
+    """Row ``i``'s bytes and its slot, read together. The bytes are read before the slot is tested,
+    so that the reads overlap; a skipped output's bytes are read and dropped."""
     row = tl.cast(i, tl.int64)
-    nope_bytes = tl.load(nope_ptr + row * NOPE_DIM + head, mask=in_nope)
+    nope_bytes = tl.load(nope_ptr + row * NOPE_DIM + head, mask=head < NOPE_DIM)
     rope_bytes = tl.load(y_bf16_ptr + row * 1024 + 2 * NOPE_DIM + rope)
     scale_bytes = tl.load(scale_ptr + row * (4 * (SCALE_BYTES - 1)) + 4 * sc, mask=sc < SCALE_BYTES - 1,
                           other=0)  # byte 7: the pad
-    slot = tl.load(slot_ptr + i)
+    return nope_bytes, rope_bytes, scale_bytes, tl.load(slot_ptr + i)
+
+
+@triton.jit
+def _row_stores(nope_bytes, rope_bytes, scale_bytes, slot, kv_cache_ptr, kv_s0, head, rope, sc,
+                NOPE_DIM: tl.constexpr, PAYLOAD_BYTES: tl.constexpr, SCALE_BYTES: tl.constexpr,
+                SCALE_REGION: tl.constexpr, SLOTS_PER_PAGE: tl.constexpr):
+    """A row's 584 bytes to ``slot``, where it is written (``slot >= 0``)."""
     if slot >= 0:
         page = slot // SLOTS_PER_PAGE
         in_page = slot - page * SLOTS_PER_PAGE
         dst = kv_cache_ptr + page * kv_s0 + in_page * PAYLOAD_BYTES
-        tl.store(dst + head, nope_bytes, mask=in_nope)
+        tl.store(dst + head, nope_bytes, mask=head < NOPE_DIM)
         tl.store(dst + NOPE_DIM + rope, rope_bytes)
         tl.store(kv_cache_ptr + page * kv_s0 + SCALE_REGION + in_page * SCALE_BYTES + sc, scale_bytes)
 
