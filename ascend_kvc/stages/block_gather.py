@@ -331,15 +331,18 @@ def _gather_to_bf16_kernel(
                        num_programs):
             first = t * C
             lane = first * 0 - 1
+            nxt = lane
             count = first * 0 + 1  # the list's one output
             if by_tile:
-                _first, count = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
-                                                      num_tokens, -1, C, C, HAS_STATE_SLOTS)
+                nxt, count = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
+                                                   num_tokens, -1, C, C, HAS_STATE_SLOTS)
                 count = tl.maximum(count, 1 - tile_from)
             for k in range(count):
                 if by_tile:
-                    lane, _n = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
-                                                     num_tokens, lane, C, C, HAS_STATE_SLOTS)
+                    if k > 0:  # the tile's first boundary token is the count's scan's; a further one, after the last
+                        nxt, _n = next_boundary_in_tile(positions_ptr, slot_mapping_ptr, state_slot_ptr, first,
+                                                        num_tokens, lane, C, C, HAS_STATE_SLOTS)
+                    lane = nxt
                     token = tl.where(lane < C, first + lane, -1).to(tl.int64)
                     row = tl.where(k == 0, t, num_outputs + first + lane)  # a further output: after the tiles
                 else:
