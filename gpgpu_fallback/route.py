@@ -17,7 +17,8 @@ its counted form, one of four ways, chosen from what the host knows without a sy
   work item, which tests its own token and does nothing more unless it gives an output, as vLLM's
   kernel runs; no search, one launch;
 - a step of at most ``STEP_INLINE_TOKENS`` tokens (decode): every program searches the step's
-  tokens itself, then a grid-stride loop over the counted outputs' work items; one launch;
+  tokens itself, then a grid-stride loop over the counted outputs' work items (a window of at
+  most ``STEP_INLINE_WHOLE_WINDOW_ROWS`` rows in one piece); one launch;
 - a larger step of at most ``STEP_TILE_MAX_REQUESTS`` requests (prefill chunks): one program per
   C tokens and work item of an output; each finds its tile's boundary tokens itself and runs the
   first as the indexed call's program runs its one; one launch, the grid of the call with the
@@ -65,6 +66,13 @@ STEP_PROGRAMS_PER_UNIT = 16
 # knows whether it has work: fewer programs search less (an H100's 256-token decode step with 8
 # outputs: 18.7 us a replay at 4 per SM against 20.3 at 16; bench/RESULTS.md).
 STEP_INLINE_PROGRAMS_PER_UNIT = 4
+# A step searched inside the kernel whose window has at most this many rows (C=128, ratio 4) takes
+# it in one piece: its few outputs' pieces would wait for the search in every program and then for
+# the merge. On an H100, 64- and 256-token C=128 decode steps with 1 or 8 outputs took 15.0-15.9 us
+# a replay in one piece against 15.6-17.6 in the 4 planned (the indexed calls 12.6-14.0); with one
+# output one piece took 1.2-1.3x the planned pieces' time at C=256, and 1.9-2.3x at C=512
+# (bench/RESULTS.md).
+STEP_INLINE_WHOLE_WINDOW_ROWS = 128
 # A step whose grid of one program per token and work item has at most this many programs a
 # compute unit (no more than the search inside the kernel would launch) runs that grid: each
 # program tests its own token, with no search before its work (bench/RESULTS.md).
@@ -182,6 +190,8 @@ class CompressPlan:
                 token_tile = 1  # scratch: a slot a token
             elif num_tokens <= STEP_INLINE_TOKENS:
                 inline_t = max(16, triton.next_power_of_2(num_tokens))
+                if window <= STEP_INLINE_WHOLE_WINDOW_ROWS:
+                    splits = 1
             elif args.block_table.shape[0] <= STEP_TILE_MAX_REQUESTS:
                 token_tile = C
                 splits = min(splits, STEP_TILE_MAX_SPLITS)

@@ -235,7 +235,7 @@ def test_gpgpu_token_tiles(case, work, monkeypatch):
     (sm90's ratio-4 tiles, one piece) each program stores its output itself."""
     spans, C, bs, overlap, state_slots, skip = TOKEN_TILE_STEPS[case]
     if work == "whole-head":
-        monkeypatch.setattr(gpgpu_route, "tiles_for", lambda *a: gpgpu_tuning.TILES_BY_RATIO[("cuda:sm90", 4)])
+        monkeypatch.setattr(gpgpu_route, "tiles_for", lambda *a: gpgpu_tuning.tiles_for("cuda:sm90", 4, 10**6))
         monkeypatch.setattr(gpgpu_route, "window_splits", lambda *a: 1)
     sw = make_step_workload(spans, C, block_size=bs, seed=61, state_slots=state_slots, skip_fraction=skip,
                             overlap=overlap, device=DEVICE)
@@ -270,6 +270,20 @@ def test_gpgpu_small_steps_take_a_program_per_token(spans, C, overlap, path, mon
         assert "maxnreg" not in plan.launcher.options  # no loop over further outputs to cap
     else:
         assert sw.num_tokens * work_items > 4 * 132
+
+
+@pytest.mark.parametrize("C,num_tokens,one_piece", [(128, 256, True), (4, 1024, True), (512, 256, False)])
+def test_gpgpu_inline_search_takes_a_short_window_in_one_piece(C, num_tokens, one_piece, monkeypatch):
+    """As planned for an H200 (sm90 tiles, 132 SMs): a decode step searched inside the kernel takes
+    a window of at most ``STEP_INLINE_WHOLE_WINDOW_ROWS`` rows in one piece; a longer window keeps
+    the pieces planned for the outputs such a step typically has."""
+    monkeypatch.setattr(gpgpu_route, "device_kind", lambda dev: "cuda:sm90")
+    monkeypatch.setattr(gpgpu_route, "compute_units", lambda *a: 132)
+    sw = make_step_workload([(C - 1 + r, 1) for r in range(num_tokens)], C, block_size=8, seed=5)
+    args, _ = step_module.check_step_metadata(*sw.args(), **sw.kwargs())
+    plan = gpgpu_route.step_plan(args, sw.kv_cache, "gpgpu", False)
+    assert gpgpu_plan_path(plan) == "inline"
+    assert (plan.splits == 1) == one_piece, plan.splits
 
 
 def test_one_wave_registers():
