@@ -59,9 +59,17 @@ TILES_BY_RATIO: dict[tuple[str, int], GpgpuTiles | tuple[tuple[int | None, Gpgpu
     # 2048 outputs, overlap): 56 us a replay, against 125 with the sm90 default's 64-dim pieces. Four warps
     # and evict_first on the state rows: on an H200 31.1 us a replay on that chunk and 9.7 on the 64-token
     # decode step, against 32.8 and 10.1-10.5 with two warps (vLLM's kernel 34.0 and 9.6-9.9 in the same
-    # calls); on an H100 two warps had led on the chunk, 37.1 against 38.3 (bench/RESULTS.md).
-    ("cuda:sm90", 4): GpgpuTiles(block_d=512, rows_per_step=8, warps=4, stages=2, programs_per_unit=8, max_splits=16,
-                                 evict_first=True),
+    # calls); on an H100 two warps had led on the chunk, 37.1 against 38.3. Up to 16 outputs (a
+    # 64-token decode step), 16-row steps: a window of 8 rows at block size 8 in one step and one
+    # piece; on an H100 9.2 us a replay and 8.6 eager on that decode step against 9.6-9.9 and
+    # 9.0-9.2 with 8-row steps (vLLM's kernel 9.8-10.1 and 9.3-9.4), where the chunk took 46.5
+    # against 34.3 (bench/RESULTS.md).
+    ("cuda:sm90", 4): (
+        (16, GpgpuTiles(block_d=512, rows_per_step=16, warps=4, stages=2, programs_per_unit=8, max_splits=16,
+                        evict_first=True)),
+        (None, GpgpuTiles(block_d=512, rows_per_step=8, warps=4, stages=2, programs_per_unit=8, max_splits=16,
+                          evict_first=True)),
+    ),
 }
 
 

@@ -35,24 +35,27 @@ def test_ratio_4_at_every_block_size(block_size, overlap):
     assert report.num_outputs_written >= 4
 
 
+@pytest.mark.parametrize("steps", [8, 16], ids=["8-row-steps", "16-row-steps"])
 @pytest.mark.parametrize("pieces", ["planned", "one"])
 @pytest.mark.parametrize("overlap", [False, True], ids=["plain", "overlap"])
 @pytest.mark.parametrize("block_size", [3, 8, 64])
-def test_sm90_ratio_4_tiles_on_any_device(block_size, overlap, pieces, monkeypatch):
-    """The H100/H200 table's ratio-4 tiles (one program a whole head, 8-row steps), wherever the
-    suite runs: the CPU interpreter computes them as the GPU does. With the window in ``one``
-    piece, as a prefill chunk's thousands of outputs plan it, each program stores its output from
-    its registers; with the pieces planned for these few outputs, the last one merges them."""
+def test_sm90_ratio_4_tiles_on_any_device(block_size, overlap, pieces, steps, monkeypatch):
+    """The H100/H200 table's ratio-4 tiles (one program a whole head; 16-row steps for a few
+    outputs, 8-row steps for more), wherever the suite runs: the CPU interpreter computes them as
+    the GPU does. With the window in ``one`` piece, as a prefill chunk's thousands of outputs plan
+    it, each program stores its output from its registers; with the pieces planned for these few
+    outputs, the last one merges them."""
     used = []
+    table = {t.rows_per_step: t for _, t in tuning.TILES_BY_RATIO[("cuda:sm90", 4)]}
     monkeypatch.setattr(gpgpu_route, "device_kind", lambda dev: "cuda:sm90")
-    monkeypatch.setattr(gpgpu_route, "tiles_for", lambda *a: used.append(tuning.tiles_for(*a)) or used[-1])
+    monkeypatch.setattr(gpgpu_route, "tiles_for", lambda *a: used.append(table[steps]) or used[-1])
     if pieces == "one":
         monkeypatch.setattr(gpgpu_route, "window_splits", lambda *a: 1)
     clear_launch_plans()
     w = general_case(4, block_size, seed=40 + block_size, num_reqs=2, outputs_per_req=3, device=DEVICE,
                      overlap=overlap)
     run_and_check(w, "gpgpu")
-    assert used and all(t is tuning.TILES_BY_RATIO[("cuda:sm90", 4)] for t in used) and used[0].block_d == 512
+    assert used and all(t is table[steps] for t in used) and used[0].block_d == 512
     clear_launch_plans()
 
 
