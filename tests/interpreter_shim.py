@@ -171,24 +171,24 @@ def uninstall() -> None:
 
 
 @contextlib.contextmanager
+def toggled(on: bool, is_installed, put_in, take_out):
+    """Within the block, a shim in (``on``) or out; after it, as it was. A shim is given by its
+    three functions (is it installed, install it, remove it); this module's and triton-ascend's
+    reduction shim (tests/triton_ascend/reduce_shim.py) share this."""
+    was = is_installed()
+    (put_in if on else take_out)()
+    try:
+        yield
+    finally:
+        if was != on:
+            (put_in if was else take_out)()
+
+
 def active():
     """Within the block, the shim installed (removed after, if it was not in)."""
-    was = installed()
-    install()
-    try:
-        yield
-    finally:
-        if not was:
-            uninstall()
+    return toggled(True, installed, install, uninstall)
 
 
-@contextlib.contextmanager
 def removed():
     """Within the block, Triton's interpreter as shipped (the shim reinstalled after, if it was in)."""
-    was = installed()
-    uninstall()
-    try:
-        yield
-    finally:
-        if was:
-            install()
+    return toggled(False, installed, install, uninstall)

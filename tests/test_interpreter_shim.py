@@ -112,3 +112,18 @@ def test_numpy_dtypes_are_the_interpreters():
         assert interpreter._get_np_dtype is not interpreter_shim._STATE["np_dtype"]
         for _ in range(2):
             assert [interpreter._get_np_dtype(t) for t in types] == shipped
+
+
+@pytest.mark.parametrize("was", [False, True], ids=["out", "in"])
+@pytest.mark.parametrize("on", [False, True], ids=["removed", "active"])
+def test_a_toggled_shim_is_as_asked_inside_and_as_it_was_after(on, was):
+    """``toggled`` (behind both shims' ``active`` and ``removed``): the shim in or out as asked
+    within the block, and as it was before it afterwards, also when the block raises."""
+    state = {"in": was}
+    shim = (lambda: state["in"], lambda: state.update({"in": True}), lambda: state.update({"in": False}))
+    with interpreter_shim.toggled(on, *shim):
+        assert state["in"] is on
+    assert state["in"] is was
+    with pytest.raises(RuntimeError), interpreter_shim.toggled(on, *shim):
+        raise RuntimeError
+    assert state["in"] is was

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import contextlib
+from interpreter_shim import toggled  # tests/, on the path (conftest.py)
 
 _STATE = {"original": None}
 
@@ -46,25 +46,11 @@ def remove() -> None:
         _STATE["original"] = None
 
 
-@contextlib.contextmanager
 def removed():
     """The interpreter's own reductions inside the block; the shim as it was after it."""
-    was = installed()
-    remove()
-    try:
-        yield
-    finally:
-        if was:
-            install()
+    return toggled(False, installed, install, remove)
 
 
-@contextlib.contextmanager
 def active():
     """The shim inside the block; as it was after it."""
-    was = installed()
-    install()
-    try:
-        yield
-    finally:
-        if not was:
-            remove()
+    return toggled(True, installed, install, remove)
