@@ -11,8 +11,8 @@ graphs; none elsewhere), eager time, host time a call, launches a call (device k
 profiler on a GPU or NPU; Triton launches under the CPU interpreter), and the same for
 ``c128_256_512_compress`` given the boundary indices, with the ratio step / indices given.
 ``--gpgpu-path`` plans ``gpgpu``'s steps one way of finding their boundary tokens (a program per
-token, the search inside the kernel, token tiles where the step allows them, or the search
-kernels), to compare them on the same steps; each ``gpgpu`` row of the JSON names the way its
+token, the search inside the kernel, token tiles where the step allows them, or the listers of
+the search by ticket), to compare them on the same steps; each ``gpgpu`` row of the JSON names the way its
 plan took.
 """
 
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="how gpgpu finds a step's boundary tokens: as planned; per-token, a program per token "
                         "and work item for every step; inline, no per-token grid (a decode step searched inside "
                         "the kernel); token-tiles, token tiles past a decode step too (more than 16 requests "
-                        "still search); or search, the search kernels for every step (gpgpu_fallback/route.py). "
+                        "still search); or search, the search by ticket for every step (gpgpu_fallback/route.py). "
                         "Each row's JSON names the way taken (default: planned)")
     p.add_argument("--json", metavar="PATH", help="write the machine line and every row (default: not written)")
     a = p.parse_args(argv)

@@ -23,8 +23,11 @@ its counted form, one of four ways, chosen from what the host knows without a sy
   C tokens and work item of an output; each finds its tile's boundary tokens itself and runs the
   first as the indexed call's program runs its one; one launch, the grid of the call with the
   indices given where each request's tokens are whole windows;
-- any other step: the boundary search of ``ascend_kvc.boundaries`` into the same scratch (one or
-  two launches), then the grid-stride loop over the work items of the outputs it counted.
+- any other step (a prefill chunk beside decode tokens): the boundary search in one launch of
+  its own (``ticket_search``: one lister a chunk, chained by tickets), then the grid-stride loop
+  over the work items of the outputs it counted; two launches, where the two search kernels of
+  ``ascend_kvc.boundaries`` made three (34-35 us of host time a mixed step on an H100,
+  bench/RESULTS.md).
 
 Scratch is sized for the step's token count (the outputs' upper bound; with token tiles a slot a
 tile for its first output, then a slot a token for a tile's further ones); tiles and window
@@ -37,8 +40,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from ascend_kvc.boundaries import TILE_MAX_REQUESTS, plan_search, search_constexprs
-from ascend_kvc.boundaries import _count_boundaries_kernel, _list_boundaries_kernel
+from ascend_kvc.boundaries import TILE_MAX_REQUESTS, plan_search
 from ascend_kvc.device import compute_units, device_kind
 from ascend_kvc.launch import KernelLauncher, stream_scratch, stream_state
 from ascend_kvc.layout import HEAD_DIM
@@ -46,6 +48,7 @@ from ascend_kvc.slot_bytes import FORMAT_SLOT_CONSTEXPRS, KV_FORMAT_CODES
 from ascend_kvc.stages.fused import cache_row_stride
 
 from .compress import _window_compress_kernel
+from .ticket_search import SYNC_COUNTERS, _ticket_list_kernel
 from .tuning import tiles_for, window_columns, window_splits, window_steps
 
 
@@ -176,16 +179,13 @@ class CompressPlan:
                   else window_splits(tiles, n, max_cols, steps.blocks, units))
         self.num_outputs = n  # outputs with scratch (a step: its token count, their bound)
         self.step = step
-        self.search_launchers: list[tuple[KernelLauncher, bool]] = []  # (launcher, is the list kernel)
         inline_t = 0  # a step small enough to be searched inside the kernel: its token tile
         token_tile = 0  # a step of few requests: tokens a program owns (and searches) in the tiled grid
+        listers = 0  # any other step: the programs that list its boundary tokens (``ticket_search``)
+        self._search = (0, 0)  # the search kernel's (num_tokens, chunk)
         d_tiles = HEAD_DIM // tiles.block_d  # programs an output's window piece takes
         if self.step:
             num_tokens = args.token_to_req.shape[0]
-            search = plan_search(num_tokens, units)
-            self._search_scalars = (num_tokens, search.chunk, 0, 1, 0)  # no work split: all outputs unsplit
-            count_cx, list_cx = search_constexprs(C, bool(step_state_slots))
-            self._multi_chunk = search.programs > 1
             if num_tokens * splits * d_tiles <= STEP_PER_TOKEN_PROGRAMS_PER_UNIT * units:
                 token_tile = 1  # scratch: a slot a token
             elif num_tokens <= STEP_INLINE_TOKENS:
@@ -198,21 +198,21 @@ class CompressPlan:
                 # scratch slots: one a tile (its first output), one a token (a tile's further ones)
                 self.num_outputs = triton.cdiv(n, C) + n
             else:
-                if self._multi_chunk:
-                    self.search_launchers.append(
-                        (KernelLauncher(_count_boundaries_kernel, (search.programs,), count_cx, {}), False))
-                self.search_launchers.append(
-                    (KernelLauncher(_list_boundaries_kernel, (search.programs,), list_cx, {}), True))
+                search = plan_search(num_tokens, units)
+                listers = search.programs
+                self._search = (num_tokens, search.chunk)
         cols_per_split = triton.cdiv(triton.cdiv(max_cols, splits), steps.blocks) * steps.blocks
         self.splits = splits
         items_per_output = splits * d_tiles
         self.scratch_floats = self.num_outputs * splits * (3 * HEAD_DIM + 1)
+        # int32 counters: an arrival counter an output, then the search's (``ticket_search``), aligned
+        self._sync_at = _aligned(self.num_outputs)
+        self.counters = self._sync_at + SYNC_COUNTERS + listers if listers else self.num_outputs
         if self.step:
-            # int32 regions after the piece states: the boundary list, its count, the chunk counts
+            # int32 regions after the piece states: the boundary list and its count
             self._list_at = _aligned(self.scratch_floats)
             self._count_at = self._list_at + _aligned(num_tokens)
-            self._counts_at = self._count_at + _ALIGN_FLOATS  # the count: [total, unsplit, split]
-            self.scratch_floats = self._counts_at + _aligned(search.programs)
+            self.scratch_floats = self._count_at + _ALIGN_FLOATS
         st, bt, cs = args.state_cache, args.block_table, args.cos_sin_cache
         self.scalars = (
             self.num_outputs, args.token_to_req.shape[0], bt.shape[0], bt.shape[1], st.shape[0], args.num_slots,
@@ -240,6 +240,10 @@ class CompressPlan:
         else:
             grid = (min(items, per_unit * units) if self.step else items,)
         self.launcher = KernelLauncher(_window_compress_kernel, grid, constexprs, options)
+        self.search_launcher = None  # any other step: the search's one launch (``ticket_search``)
+        if listers:
+            self.search_launcher = KernelLauncher(_ticket_list_kernel, (listers,),
+                                                  dict(C=C, HAS_STATE_SLOTS=bool(step_state_slots)), {})
 
     def __call__(self, state_cache, token_to_req, positions, boundary_token_indices, block_table, rms_norm_weight,
                  cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers: list | None = None):
@@ -259,7 +263,7 @@ class CompressPlan:
                 return self(state_cache, token_to_req, positions, boundary_token_indices, block_table,
                             rms_norm_weight, cos_sin_cache, kv_slot_mapping, kv_cache, out, pointers)
         stream, key, capturing = stream_state(self.device)
-        part, arrivals = stream_scratch(self.device, key, self.scratch_floats, self.num_outputs, capturing)
+        part, arrivals = stream_scratch(self.device, key, self.scratch_floats, self.counters, capturing)
         if self.step:
             return self._step(stream, part, arrivals, state_cache, token_to_req, positions, boundary_token_indices,
                               block_table, rms_norm_weight, cos_sin_cache, kv_slot_mapping, out, pointers)
@@ -275,31 +279,23 @@ class CompressPlan:
 
     def _step(self, stream, part, arrivals, state_cache, token_to_req, positions, state_slots, block_table,
               rms_norm_weight, cos_sin_cache, kv_slot_mapping, out, pointers):
-        """The boundary search, then the counted kernel; ``state_slots`` holds the state slot
-        mapping (the kv slot mapping when the engine has none)."""
-        ints = part.view(torch.int32)
-        if pointers is not None and self.launcher.takes_addresses() and all(
-                launcher.takes_addresses() for launcher, _ in self.search_launchers):
+        """The search's launch where the step has one (``ticket_search``), then the counted kernel;
+        ``state_slots`` holds the state slot mapping (the kv slot mapping when the engine has none)."""
+        search = self.search_launcher
+        if pointers is not None and self.launcher.takes_addresses() and (search is None or search.takes_addresses()):
             p, base = pointers, part.data_ptr()
-            listing, count, counts = (base + 4 * at for at in (self._list_at, self._count_at, self._counts_at))
-            for launcher, is_list in self.search_launchers:
-                if is_list:
-                    launcher.launch_compiled(stream, p[2], p[7], p[3], counts if self._multi_chunk else listing,
-                                             listing, count, *self._search_scalars)
-                else:
-                    launcher.launch_compiled(stream, p[2], p[7], p[3], counts, *self._search_scalars[:2])
+            listing, count = base + 4 * self._list_at, base + 4 * self._count_at
+            if search is not None:
+                search.launch_compiled(stream, p[2], p[7], p[3], listing, count, arrivals.data_ptr() + 4 * self._sync_at,
+                                       *self._search)
             self.launcher.launch_compiled(stream, p[0], listing, p[1], p[2], p[7], p[4], p[5], p[6], out.data_ptr(),
                                           base, arrivals.data_ptr(), *self.scalars, count, p[3])
             return out
-        listing = ints[self._list_at:self._count_at]
-        count = ints[self._count_at:self._counts_at]
-        counts = ints[self._counts_at:]
-        for launcher, is_list in self.search_launchers:
-            if is_list:
-                launcher(stream, positions, kv_slot_mapping, state_slots, counts if self._multi_chunk else listing,
-                         listing, count, *self._search_scalars)
-            else:
-                launcher(stream, positions, kv_slot_mapping, state_slots, counts, *self._search_scalars[:2])
+        ints = part.view(torch.int32)
+        listing, count = ints[self._list_at:self._count_at], ints[self._count_at:]
+        if search is not None:
+            search(stream, positions, kv_slot_mapping, state_slots, listing, count, arrivals[self._sync_at:],
+                   *self._search)
         self.launcher(stream, state_cache, listing, token_to_req, positions, kv_slot_mapping, block_table,
                       rms_norm_weight, cos_sin_cache, out, part, arrivals, *self.scalars, count, state_slots)
         return out

@@ -108,8 +108,8 @@ def test_formats_and_page_widths_match_the_truth(kv_format, slots_per_page, C, o
 def test_step_and_new_cache_match_the_truth(kv_format, slots_per_page, C, overlap, block_size, path):
     """``compress_step`` finds the boundaries on the device: inside the kernel, by each program
     for its own token or by every program for a small step, by each program in its own tile of
-    tokens past ``STEP_INLINE_TOKENS``, or with the search kernels (more requests than
-    ``STEP_TILE_MAX_REQUESTS``); and ``out=None``."""
+    tokens past ``STEP_INLINE_TOKENS``, or with the search's own launch before it (``ticket_search``; more
+    requests than ``STEP_TILE_MAX_REQUESTS``); and ``out=None``."""
     inline = path == "inline"
     clear_launch_plans()
     w = _workload(kv_format, slots_per_page, C, overlap, block_size, seed=7 + slots_per_page)
@@ -120,7 +120,7 @@ def test_step_and_new_cache_match_the_truth(kv_format, slots_per_page, C, overla
                       w.kv_slot_mapping, out, block_size=w.block_size, compress_ratio=w.compress_ratio,
                       rms_norm_eps=w.rms_norm_eps, route="gpgpu", **w.format_kwargs())
     names = [name for name, _ in launches]
-    assert names[-1] == "_window_compress_kernel" and (len(names) == 1) == (path != "search"), names
+    assert names == ["_ticket_list_kernel"] * (path == "search") + ["_window_compress_kernel"], names
     _judge(w, out, before, f"step, {kv_format}, C={C}, overlap={overlap}")
     if inline:
         new = c128_256_512_compress(*w.args(), route="gpgpu", **w.format_kwargs())

@@ -196,7 +196,8 @@ def test_replay_sequence_without_capture(route):
 
 @pytest.mark.parametrize("route", SYNC_FREE)
 def test_many_chunk_search(route, monkeypatch):
-    """A search of several programs (a count kernel, then the list kernel reading the counts)."""
+    """A search of several chunks: on the Ascend routes a count kernel, then the list kernel reading
+    the counts; on gpgpu one launch of a lister a chunk (``ticket_search``)."""
     monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
     monkeypatch.setattr(gpgpu_route, "STEP_TILE_MAX_REQUESTS", 0)  # the search, not token tiles (gpgpu's
     monkeypatch.setattr(boundaries, "TILE_MAX_REQUESTS", 0)  # and the Ascend routes')
@@ -209,6 +210,26 @@ def test_many_chunk_search(route, monkeypatch):
     if route == "gpgpu":
         assert gpgpu_plan_path(next(iter(step_module._STEP_PLANS.values()))) == "search"
     step_module.clear_step_plans()
+
+
+def test_search_by_ticket_leaves_its_counters_zero(monkeypatch):
+    """gpgpu's search in one launch (``ticket_search``): four listers chained by tickets list the
+    step's boundary tokens for the kernel after them, and leave every counter of the stream's
+    scratch at zero (the next launch's tickets start at 0 again); a second step on the same plan
+    writes its own bytes too."""
+    monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
+    monkeypatch.setattr(gpgpu_route, "compute_units", lambda *a: 4)
+    with gpgpu_step_path("search"):
+        for seed in (53, 54):
+            sw = make_step_workload([(0, 1400), (600, 1700)], 128, block_size=16, seed=seed, skip_fraction=0.3,
+                                    device=DEVICE)
+            before = run_step(sw, "gpgpu")
+            judge(sw, sw.kv_cache, before)
+            (plan,) = step_module._STEP_PLANS.values()
+            assert gpgpu_plan_path(plan) == "search" and plan.search_launcher.grid[0] == 4
+            _, key, _ = launch.stream_state(sw.positions.device)
+            _, counters = launch._SCRATCH[(sw.positions.device, key)]
+            assert int(counters.count_nonzero()) == 0, counters[counters != 0]
 
 
 # (spans, C, block_size, overlap, state slots, skip fraction): steps for gpgpu's token tiles.
@@ -242,7 +263,7 @@ def test_gpgpu_token_tiles(case, work, monkeypatch):
     with gpgpu_step_path("token-tiles"):
         before = run_step(sw, "gpgpu")
         (plan,) = step_module._STEP_PLANS.values()
-        assert gpgpu_plan_path(plan) == "token-tiles" and not plan.search_launchers
+        assert gpgpu_plan_path(plan) == "token-tiles"
         work_items = plan.splits * (512 // plan.launcher.constexprs["BLOCK_D"])  # of an output
         assert plan.launcher.grid[0] == -(-sw.num_tokens // C) * work_items
     report = judge(sw, sw.kv_cache, before)
@@ -379,7 +400,7 @@ def test_split_on_more_cores_than_units(route, monkeypatch):
 @pytest.mark.parametrize("path", ["inline", "search"])
 def test_gpgpu_step_grid_smaller_than_the_work(path, monkeypatch):
     """The counted gpgpu kernel loops over its work items when they outnumber its programs,
-    searching in the kernel (920 tokens) or reading the search kernels' list."""
+    searching in every program (920 tokens) or reading the search's list."""
     monkeypatch.setattr(gpgpu_route, "STEP_PROGRAMS_PER_UNIT", 1)
     monkeypatch.setattr(gpgpu_route, "STEP_INLINE_PROGRAMS_PER_UNIT", 1)
     monkeypatch.setattr(gpgpu_route, "compute_units", lambda *a: 3)  # an H200's 132 would outnumber the work
@@ -422,6 +443,34 @@ def test_search_lists_exactly_the_boundary_tokens(programs, state_slots, monkeyp
     assert n > 0 and count.tolist() == ([n, 0, n] if state_slots else [n, n, 0])
     assert listing[:n].tolist() == truth
     assert bool((listing[n:] == -7).all()), "the search wrote past the count"
+
+
+@pytest.mark.parametrize("programs", [1, 3, 4])
+@pytest.mark.parametrize("state_slots", [False, True])
+def test_ticket_search_lists_exactly_the_boundary_tokens(programs, state_slots):
+    """gpgpu's search in one launch alone (``ticket_search``): the list's first ``count`` entries
+    are the step's boundary tokens in token order, nothing past them is written, and every counter
+    is zero again after the launch."""
+    from gpgpu_fallback.ticket_search import SYNC_COUNTERS, _ticket_list_kernel
+
+    g = torch.Generator().manual_seed(157 + programs)
+    T = 1024 * programs - 100
+    positions = (torch.randint(0, 3, (T,), generator=g) * 128 + torch.randint(125, 129, (T,), generator=g)).to(DEVICE)
+    kv = torch.randint(-2, 1000, (T,), generator=g).to(DEVICE)
+    ss = torch.randint(-1, 5, (T,), generator=g).to(DEVICE)
+    sw = SimpleNamespace(compress_ratio=128, positions=positions, kv_slot_mapping=kv,
+                         state_slot_mapping=ss if state_slots else None)
+    truth = expected_boundaries(sw)
+    listing = torch.full((T,), -7, dtype=torch.int32, device=DEVICE)
+    count = torch.full((1,), -7, dtype=torch.int32, device=DEVICE)
+    sync = torch.zeros(SYNC_COUNTERS + programs, dtype=torch.int32, device=DEVICE)
+    _ticket_list_kernel[(programs,)](positions, kv, ss, listing, count, sync, T, -(-T // programs),
+                                     C=128, HAS_STATE_SLOTS=state_slots)
+    n = len(truth)
+    assert n > 0 and count.tolist() == [n]
+    assert listing[:n].tolist() == truth
+    assert bool((listing[n:] == -7).all()), "the search wrote past the count"
+    assert sync.tolist() == [0] * (SYNC_COUNTERS + programs), "the counters were not set back to zero"
 
 
 @pytest.mark.parametrize("count,split_max,cores,always,split", [
