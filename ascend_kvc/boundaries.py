@@ -200,6 +200,21 @@ def nth_boundary(offs, ranks, i):
 
 
 @triton.jit
+def list_chunk_entries(positions_ptr, kv_slot_ptr, state_slot_ptr, list_ptr, base, start, end, C: tl.constexpr,
+                       BLOCK_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr):
+    """The boundary tokens of tokens ``start..end - 1``, in token order, into the list from entry
+    ``base`` on; returns the entry after the last (``base`` plus their count)."""
+    lanes = tl.arange(0, BLOCK_T)
+    for t0 in range(start, end, BLOCK_T):
+        offs = t0 + lanes
+        flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, end, C, HAS_STATE_SLOTS)
+        rank = tl.cumsum(flag, axis=0)  # [BLOCK_T]: flags up to and including each token
+        tl.store(list_ptr + base + rank - 1, offs, mask=flag != 0)
+        base += tl.sum(flag, axis=0)
+    return base
+
+
+@triton.jit
 def _count_boundaries_kernel(
     positions_ptr,  # in, [num_tokens], int64/int32
     kv_slot_ptr,  # in, [num_tokens], int64/int32: < 0 gives no output
@@ -235,14 +250,8 @@ def _list_boundaries_kernel(
     q = tl.arange(0, MAX_PROGRAMS)
     base = tl.sum(tl.load(counts_ptr + q, mask=q < pid, other=0), axis=0)  # entries of the chunks before
     start = pid * chunk
-    end = tl.minimum(start + chunk, num_tokens)
-    lanes = tl.arange(0, BLOCK_T)
-    for t0 in range(start, end, BLOCK_T):
-        offs = t0 + lanes
-        flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, end, C, HAS_STATE_SLOTS)
-        rank = tl.cumsum(flag, axis=0)  # [BLOCK_T]: flags up to and including each token
-        tl.store(list_ptr + base + rank - 1, offs, mask=flag != 0)
-        base += tl.sum(flag, axis=0)
+    base = list_chunk_entries(positions_ptr, kv_slot_ptr, state_slot_ptr, list_ptr, base, start,
+                              tl.minimum(start + chunk, num_tokens), C, BLOCK_T, HAS_STATE_SLOTS)
     if pid == tl.num_programs(0) - 1:  # the last chunk's end: every chunk counted
         split = split_counts(base, split_max, split_cores, split_always)
         tl.store(count_ptr, base)

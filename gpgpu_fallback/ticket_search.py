@@ -27,7 +27,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ascend_kvc.boundaries import BLOCK_T, MAX_PROGRAMS, _boundary_flags
+from ascend_kvc.boundaries import BLOCK_T, MAX_PROGRAMS, _boundary_flags, list_chunk_entries
 
 SYNC_COUNTERS = 2  # ticket, finished; then one a chunk
 # The module's constants as a kernel reads them (a @triton.jit function reads constexpr globals only).
@@ -66,13 +66,8 @@ def _ticket_list_kernel(
     while waiting > 0:
         earlier = tl.load(counts_ptr + q, mask=q < k, other=1, volatile=True)
         waiting = tl.sum((earlier == 0).to(tl.int32), axis=0)
-    base = tl.sum(earlier - 1, axis=0)
-    for t0 in range(start, end, _BLOCK_T):
-        offs = t0 + lanes
-        flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, offs, end, C, HAS_STATE_SLOTS)
-        rank = tl.cumsum(flag, axis=0)  # [BLOCK_T]: flags up to and including each token
-        tl.store(list_ptr + base + rank - 1, offs, mask=flag != 0)
-        base += tl.sum(flag, axis=0)
+    base = list_chunk_entries(positions_ptr, kv_slot_ptr, state_slot_ptr, list_ptr, tl.sum(earlier - 1, axis=0),
+                              start, end, C, _BLOCK_T, HAS_STATE_SLOTS)
     if k == chunks - 1:
         tl.store(count_ptr, base)
     # Every lister has read its predecessors' counts once all have counted themselves finished.

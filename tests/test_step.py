@@ -413,6 +413,18 @@ def test_gpgpu_step_grid_smaller_than_the_work(path, monkeypatch):
     judge(sw, sw.kv_cache, before)
 
 
+def _search_inputs(T: int, seed: int, state_slots: bool):
+    """``(positions, kv slots, state slots, the boundary tokens)`` of ``T`` tokens at C=128: positions
+    near window ends, some slots -1 (the state slots count only with ``state_slots``)."""
+    g = torch.Generator().manual_seed(seed)
+    positions = (torch.randint(0, 3, (T,), generator=g) * 128 + torch.randint(125, 129, (T,), generator=g)).to(DEVICE)
+    kv = torch.randint(-2, 1000, (T,), generator=g).to(DEVICE)
+    ss = torch.randint(-1, 5, (T,), generator=g).to(DEVICE)
+    sw = SimpleNamespace(compress_ratio=128, positions=positions, kv_slot_mapping=kv,
+                         state_slot_mapping=ss if state_slots else None)
+    return positions, kv, ss, expected_boundaries(sw)
+
+
 @pytest.mark.parametrize("programs", [1, 3])
 @pytest.mark.parametrize("state_slots", [False, True])
 def test_search_lists_exactly_the_boundary_tokens(programs, state_slots, monkeypatch):
@@ -420,14 +432,8 @@ def test_search_lists_exactly_the_boundary_tokens(programs, state_slots, monkeyp
     in token order, whatever kv slot or state slot the other tokens have (a token with slot -1 is
     not listed, though a gather would skip it anyway)."""
     monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
-    g = torch.Generator().manual_seed(151)
     T = 1024 * programs - 100 if programs > 1 else 700
-    positions = (torch.randint(0, 3, (T,), generator=g) * 128 + torch.randint(125, 129, (T,), generator=g)).to(DEVICE)
-    kv = torch.randint(-2, 1000, (T,), generator=g).to(DEVICE)
-    ss = torch.randint(-1, 5, (T,), generator=g).to(DEVICE)
-    sw = SimpleNamespace(compress_ratio=128, positions=positions, kv_slot_mapping=kv,
-                         state_slot_mapping=ss if state_slots else None)
-    truth = expected_boundaries(sw)
+    positions, kv, ss, truth = _search_inputs(T, 151, state_slots)
     search = boundaries.plan_search(T, 4)
     assert search.programs == programs
     count_cx, list_cx = boundaries.search_constexprs(128, state_slots)
@@ -453,14 +459,8 @@ def test_ticket_search_lists_exactly_the_boundary_tokens(programs, state_slots):
     is zero again after the launch."""
     from gpgpu_fallback.ticket_search import SYNC_COUNTERS, _ticket_list_kernel
 
-    g = torch.Generator().manual_seed(157 + programs)
     T = 1024 * programs - 100
-    positions = (torch.randint(0, 3, (T,), generator=g) * 128 + torch.randint(125, 129, (T,), generator=g)).to(DEVICE)
-    kv = torch.randint(-2, 1000, (T,), generator=g).to(DEVICE)
-    ss = torch.randint(-1, 5, (T,), generator=g).to(DEVICE)
-    sw = SimpleNamespace(compress_ratio=128, positions=positions, kv_slot_mapping=kv,
-                         state_slot_mapping=ss if state_slots else None)
-    truth = expected_boundaries(sw)
+    positions, kv, ss, truth = _search_inputs(T, 157 + programs, state_slots)
     listing = torch.full((T,), -7, dtype=torch.int32, device=DEVICE)
     count = torch.full((1,), -7, dtype=torch.int32, device=DEVICE)
     sync = torch.zeros(SYNC_COUNTERS + programs, dtype=torch.int32, device=DEVICE)
