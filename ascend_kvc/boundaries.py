@@ -200,6 +200,18 @@ def nth_boundary(offs, ranks, i):
 
 
 @triton.jit
+def count_chunk_boundaries(positions_ptr, kv_slot_ptr, state_slot_ptr, start, end, C: tl.constexpr,
+                           BLOCK_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr):
+    """How many of tokens ``start..end - 1`` give an output."""
+    lanes = tl.arange(0, BLOCK_T)
+    total = start * 0
+    for t0 in range(start, end, BLOCK_T):
+        total += tl.sum(_boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, t0 + lanes, end, C,
+                                        HAS_STATE_SLOTS), axis=0)
+    return total
+
+
+@triton.jit
 def list_chunk_entries(positions_ptr, kv_slot_ptr, state_slot_ptr, list_ptr, base, start, end, C: tl.constexpr,
                        BLOCK_T: tl.constexpr, HAS_STATE_SLOTS: tl.constexpr):
     """The boundary tokens of tokens ``start..end - 1``, in token order, into the list from entry
@@ -225,13 +237,9 @@ def _count_boundaries_kernel(
 ):
     pid = tl.program_id(0)
     start = pid * chunk
-    end = tl.minimum(start + chunk, num_tokens)
-    lanes = tl.arange(0, BLOCK_T)
-    total = pid * 0
-    for t0 in range(start, end, BLOCK_T):
-        flag = _boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, t0 + lanes, end, C, HAS_STATE_SLOTS)
-        total += tl.sum(flag, axis=0)
-    tl.store(counts_ptr + pid, total)
+    tl.store(counts_ptr + pid, count_chunk_boundaries(positions_ptr, kv_slot_ptr, state_slot_ptr, start,
+                                                      tl.minimum(start + chunk, num_tokens), C, BLOCK_T,
+                                                      HAS_STATE_SLOTS))
 
 
 @triton.jit

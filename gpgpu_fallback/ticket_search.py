@@ -27,7 +27,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ascend_kvc.boundaries import BLOCK_T, MAX_PROGRAMS, _boundary_flags, list_chunk_entries
+from ascend_kvc.boundaries import BLOCK_T, MAX_PROGRAMS, count_chunk_boundaries, list_chunk_entries
 
 SYNC_COUNTERS = 2  # ticket, finished; then one a chunk
 # The module's constants as a kernel reads them (a @triton.jit function reads constexpr globals only).
@@ -52,11 +52,7 @@ def _ticket_list_kernel(
     k = tl.atomic_add(sync_ptr, 1, sem="relaxed", scope="gpu")  # the order programs started in
     start = k * chunk
     end = tl.minimum(start + chunk, num_tokens)
-    lanes = tl.arange(0, _BLOCK_T)
-    mine = k * 0
-    for t0 in range(start, end, _BLOCK_T):
-        mine += tl.sum(_boundary_flags(positions_ptr, kv_slot_ptr, state_slot_ptr, t0 + lanes, end, C,
-                                       HAS_STATE_SLOTS), axis=0)
+    mine = count_chunk_boundaries(positions_ptr, kv_slot_ptr, state_slot_ptr, start, end, C, _BLOCK_T, HAS_STATE_SLOTS)
     counts_ptr = sync_ptr + _SYNC_COUNTERS
     tl.atomic_xchg(counts_ptr + k, mine + 1, sem="relaxed", scope="gpu")  # 0 is "not yet"
     # The earlier chunks' counts, each as soon as its lister has published it.

@@ -51,12 +51,16 @@ def _quantize_bf16_kernel(
             for _ in range(1, count):
                 lane, _n = next_boundary_in_tile(positions_ptr, kv_slot_ptr, state_slot_ptr, first, num_tokens, lane,
                                                  TOKEN_TILE, TOKEN_TILE, HAS_STATE_SLOTS)
-                row = num_outputs + first + lane
-                bits, slot = _row_loads(row, y_bf16_ptr, slot_ptr, g, d2, NOPE_DIM)
-                _row_stores(row, bits, slot, nope_ptr, scale_ptr, g, d2, NOPE_DIM)
+                _quantize_row(num_outputs + first + lane, y_bf16_ptr, slot_ptr, nope_ptr, scale_ptr, g, d2, NOPE_DIM)
     for i in range(pid, n, num_programs):
-        bits, slot = _row_loads(i, y_bf16_ptr, slot_ptr, g, d2, NOPE_DIM)
-        _row_stores(i, bits, slot, nope_ptr, scale_ptr, g, d2, NOPE_DIM)
+        _quantize_row(i, y_bf16_ptr, slot_ptr, nope_ptr, scale_ptr, g, d2, NOPE_DIM)
+
+
+@triton.jit
+def _quantize_row(i, y_bf16_ptr, slot_ptr, nope_ptr, scale_ptr, g, d2, NOPE_DIM: tl.constexpr):
+    """Row ``i``'s 448 INT8 values and 7 scale exponents, where its slot is written."""
+    bits, slot = _row_loads(i, y_bf16_ptr, slot_ptr, g, d2, NOPE_DIM)
+    _row_stores(i, bits, slot, nope_ptr, scale_ptr, g, d2, NOPE_DIM)
 
 
 @triton.jit
