@@ -26,8 +26,8 @@ its counted form, one of four ways, chosen from what the host knows without a sy
 - any other step (a prefill chunk beside decode tokens): the boundary search in one launch of
   its own (``ticket_search``: one lister a chunk, chained by tickets), then the grid-stride loop
   over the work items of the outputs it counted; two launches, where the two search kernels of
-  ``ascend_kvc.boundaries`` made three (34-35 us of host time a mixed step on an H100,
-  bench/RESULTS.md).
+  ``ascend_kvc.boundaries`` made three (a mixed step's host time on an H100: 34-35 us in the
+  steps bench with three launches, 24-25 us timed on its own with two; bench/RESULTS.md).
 
 Scratch is sized for the step's token count (the outputs' upper bound; with token tiles a slot a
 tile for its first output, then a slot a token for a tile's further ones); tiles and window

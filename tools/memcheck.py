@@ -172,8 +172,8 @@ def check_scenario(route: str, name: str, defect: Callable, C: int, block_size: 
 # gpgpu's four ways of finding a step's boundary tokens (gpgpu_fallback/route.py), each forced on
 # a small step by its route constants: one token a program (a grid of at most
 # STEP_PER_TOKEN_PROGRAMS_PER_UNIT programs a unit), searched by every program (steps of up to
-# STEP_INLINE_TOKENS tokens), one tile of C tokens a program (few requests), or the list that the
-# kernel's first programs write (ticket_search; more requests than STEP_TILE_MAX_REQUESTS).
+# STEP_INLINE_TOKENS tokens), one tile of C tokens a program (few requests), or the list that
+# the search writes in a launch of its own (ticket_search; more requests than STEP_TILE_MAX_REQUESTS).
 GPGPU_STEP_PATHS = {
     "per-token": dict(STEP_PER_TOKEN_PROGRAMS_PER_UNIT=2**40),
     "inline": dict(STEP_PER_TOKEN_PROGRAMS_PER_UNIT=0),
