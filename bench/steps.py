@@ -58,8 +58,11 @@ def _launches(call, device: str) -> float | None:
     return count_device_kernels(call, device)["kernels"]
 
 
-def measure(kind: str, sw, expected, route: str, device: str, time_fn, host_calls: int) -> dict:
-    """One row: the oracle's verdict on the step, then its times and the operator's with the indices given."""
+def measure(kind: str, sw, expected, route: str, device: str, time_fn, host_calls: int,
+            launches: bool = True) -> dict:
+    """One row: the oracle's verdict on the step, then its times and the operator's with the indices
+    given; with ``launches``, their launches a call too (``count_launches``; ``main`` counts them
+    in a pass of their own, after every row's host time: see there)."""
     found = boundary_tokens(sw.positions, sw.kv_slot_mapping, sw.compress_ratio, sw.state_slot_mapping)
     if expected is not None:  # an official case as a step: its boundary tokens are the case's
         assert torch.equal(found.cpu(), expected.cpu().to(found.dtype)), f"{sw.name}: boundary tokens differ"
@@ -88,10 +91,29 @@ def measure(kind: str, sw, expected, route: str, device: str, time_fn, host_call
         row[f"{name}_graph_ms"] = time_graph(call, time_fn) if device == "cuda" else None
         row[f"{name}_host_us"] = (row[f"{name}_ms"] * 1e3 if device == "cpu"
                                   else host_us_per_call(call, lambda: synchronize(device), host_calls))
-        row[f"{name}_launches"] = _launches(call, device)
+    if launches:
+        row.update(count_launches(sw, found, route, device))
     best = "graph_ms" if row["step_graph_ms"] is not None else "ms"
     row["x_indexed"] = row[f"step_{best}"] / row[f"indexed_{best}"]
     return row
+
+
+def count_launches(sw, found, route: str, device: str) -> dict:
+    """``{"step_launches", "indexed_launches"}``: launches a call of the step and of the indexed
+    call of its boundary tokens ``found``, each after one untimed call (so that a plan made now
+    has its scratch before the count)."""
+    out = sw.kv_cache.clone()
+    step_args = (*sw.args()[:-1], out)
+    w = sw.as_operator(found)
+    calls = {"step": lambda: compress_step(*step_args, **sw.kwargs(), route=route, validate=False),
+             "indexed": lambda: c128_256_512_compress(*w.args(), out=out, route=route, validate=False)}
+    counts = {}
+    for name, call in calls.items():
+        if device != "cpu":
+            call()
+            synchronize(device)
+        counts[f"{name}_launches"] = _launches(call, device)
+    return counts
 
 
 def _fmt(v, spec: str) -> str:
@@ -149,10 +171,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(a, routes: list[str], device: str, time_fn, rows: list[dict]) -> None:
+    """Every row's times first, then every row's launches, on the workloads built again.
+
+    Launches are counted with the device's profiler, and on a GPU a profiler session leaves every
+    later call of the process 1.5-3 µs slower on the host (bench/RESULTS.md, "What the bench's own
+    harness does"); so no host time is taken after the first count."""
     for kind, sw, expected in workloads(a.small, device, official=not a.no_official):
         for route in routes:
             step_module.clear_step_plans()
-            row = measure(kind, sw, expected, route, device, time_fn, a.host_calls)
+            row = measure(kind, sw, expected, route, device, time_fn, a.host_calls, launches=False)
             plans = list(step_module._STEP_PLANS.values())  # the way the step's plan found its boundary tokens
             if route == "gpgpu":
                 row["gpgpu_path"] = memcheck.gpgpu_plan_path(plans[0]) if plans else None
@@ -161,7 +188,18 @@ def _run(a, routes: list[str], device: str, time_fn, rows: list[dict]) -> None:
             rows.append(row)
             if row["check"] != "ok":
                 print(f"{row['case']:<28} {route:<13} CHECK FAILED: {row['check_detail'][:200]}")
+        del sw
+    print(f"({len(rows)} rows timed; their launches follow, each row with its line)", flush=True)
+    timed = iter(rows)
+    for kind, sw, expected in workloads(a.small, device, official=not a.no_official):
+        found = boundary_tokens(sw.positions, sw.kv_slot_mapping, sw.compress_ratio, sw.state_slot_mapping)
+        for route in routes:
+            row = next(timed)
+            assert (row["case"], row["route"]) == (sw.name, route), "workloads() must repeat itself"
+            if row["check"] != "ok":
                 continue
+            step_module.clear_step_plans()
+            row.update(count_launches(sw, found, route, device))
             print(f"{row['case']:<28} {route:<13} {row['num_tokens']:>6} {row['num_outputs']:>4} "
                   f"{_fmt(row['step_graph_ms'], '.4f'):>9}/{row['step_ms']:<10.4f} "
                   f"{_fmt(row['indexed_graph_ms'], '.4f'):>11}/{row['indexed_ms']:<11.4f} "
