@@ -173,9 +173,9 @@ def main(argv: list[str] | None = None) -> int:
 def _run(a, routes: list[str], device: str, time_fn, rows: list[dict]) -> None:
     """Every row's times first, then every row's launches, on the workloads built again.
 
-    Launches are counted with the device's profiler, and on a GPU a profiler session leaves every
-    later call of the process 1.5-3 µs slower on the host (bench/RESULTS.md, "What the bench's own
-    harness does"); so no host time is taken after the first count."""
+    Launches are counted with the device's profiler, and on a GPU the calls after a profiler
+    session took 1.5-3 µs more host time, as long as it was measured (bench/RESULTS.md, "What the
+    bench's own harness does"); so no host time is taken after the first count."""
     for kind, sw, expected in workloads(a.small, device, official=not a.no_official):
         for route in routes:
             step_module.clear_step_plans()
