@@ -69,23 +69,17 @@ def measure(kind: str, sw, expected, route: str, device: str, time_fn, host_call
     row = {"kind": kind, "case": sw.name, "route": route, "num_tokens": sw.num_tokens, "num_outputs": found.numel()}
     before = sw.kv_cache.clone()
     out = before.clone()
-    step_args = (*sw.args()[:-1], out)
-    compress_step(*step_args, **sw.kwargs(), route=route, validate=False)
-    synchronize(device)
     w = sw.as_operator(found)
+    calls = _calls(sw, w, route, out)
+    calls["step"]()
+    synchronize(device)
     report = check_cache(w.checked_args(), out, before)
     row["check"] = "ok" if report.ok else "FAIL"
     if not report.ok:  # a speed is never reported on a red check
         row["check_detail"] = str(report)
         return row
 
-    def step_call():
-        compress_step(*step_args, **sw.kwargs(), route=route, validate=False)
-
-    def indexed_call():
-        c128_256_512_compress(*w.args(), out=out, route=route, validate=False)
-
-    for name, call in (("step", step_call), ("indexed", indexed_call)):
+    for name, call in calls.items():
         call()
         row[f"{name}_ms"] = time_fn(call)["ms"]
         row[f"{name}_graph_ms"] = time_graph(call, time_fn) if device == "cuda" else None
@@ -102,18 +96,21 @@ def count_launches(sw, found, route: str, device: str) -> dict:
     """``{"step_launches", "indexed_launches"}``: launches a call of the step and of the indexed
     call of its boundary tokens ``found``, each after one untimed call (so that a plan made now
     has its scratch before the count)."""
-    out = sw.kv_cache.clone()
-    step_args = (*sw.args()[:-1], out)
-    w = sw.as_operator(found)
-    calls = {"step": lambda: compress_step(*step_args, **sw.kwargs(), route=route, validate=False),
-             "indexed": lambda: c128_256_512_compress(*w.args(), out=out, route=route, validate=False)}
     counts = {}
-    for name, call in calls.items():
+    for name, call in _calls(sw, sw.as_operator(found), route, sw.kv_cache.clone()).items():
         if device != "cpu":
             call()
             synchronize(device)
         counts[f"{name}_launches"] = _launches(call, device)
     return counts
+
+
+def _calls(sw, w, route: str, out) -> dict:
+    """``{"step", "indexed"}``: the step ``sw`` through ``compress_step`` and its boundary tokens
+    through ``c128_256_512_compress`` (``w``, ``sw.as_operator``), both writing ``out`` in place."""
+    step_args = (*sw.args()[:-1], out)
+    return {"step": lambda: compress_step(*step_args, **sw.kwargs(), route=route, validate=False),
+            "indexed": lambda: c128_256_512_compress(*w.args(), out=out, route=route, validate=False)}
 
 
 def _fmt(v, spec: str) -> str:
