@@ -2,12 +2,13 @@
 
 Every (case, layout, route) is first checked against the float64 byte oracle; a route that fails
 is reported and never timed. Then each passing one is timed on the device (wall time of a call),
-its device kernels are counted and their own durations summed with the vendor profiler (device
-time: the wall time less the gaps that launches leave), its PyTorch ops are counted with a
-dispatch counter, and its host time per call is measured. The report folder holds report.md
-(summary first), bench.csv, bench.json and three figures. On a CPU-only machine the default is
-the small cases, with the Triton routes run through the interpreter: a functional run whose
-times say nothing about a GPU or NPU.
+its PyTorch ops are counted with a dispatch counter, and its host time per call is measured.
+Last, once every case's host time is taken (a profiler session slows later calls' host time on
+a GPU), each case is built again from its seed, and its device kernels are counted and their own
+durations summed with the vendor profiler (device time: the wall time less the gaps that
+launches leave). The report folder holds report.md (summary first), bench.csv, bench.json and
+three figures. On a CPU-only machine the default is the small cases, with the Triton routes
+run through the interpreter: a functional run whose times say nothing about a GPU or NPU.
 """
 
 from __future__ import annotations
@@ -377,21 +378,32 @@ def main(argv: list[str] | None = None) -> int:
     kernels_every = args.kernels == "every" or (args.kernels == "auto" and device != "npu")
     profiled: set[tuple[int, str]] = set()
     rows = []
+    to_profile = []  # (workload arguments, the rows of its routes) whose kernels the profiler counts
     for r, t, c in cases:
         overlap = c == OVERLAP_RATIO  # the C4 case: DeepSeek-V4's overlapping compressor, shuffled blocks
         for layout in ["shuffled"] if overlap else layouts:
-            w = make_workload(r, t, c, block_size=args.block_size, shuffle=layout == "shuffled",
-                              nonzero_cache=layout == "shuffled" or args.inplace, seed=args.seed, device=device,
-                              overlap=overlap, kv_format=args.kv_format)
-            profile_kernels = kernels_every or (c, layout) not in profiled
+            build = dict(num_reqs=r, total_tokens=t, compress_ratio=c, block_size=args.block_size,
+                         shuffle=layout == "shuffled", nonzero_cache=layout == "shuffled" or args.inplace,
+                         seed=args.seed, device=device, overlap=overlap, kv_format=args.kv_format)
+            w = make_workload(**build)
+            case_rows = measure_case(w, layout, _routes_for(w, routes), device, info, time_fn, args, progress)
+            rows += case_rows
+            if kernels_every or (c, layout) not in profiled:
+                to_profile.append((build, case_rows))
             profiled.add((c, layout))
-            rows += measure_case(w, layout, _routes_for(w, routes), device, info, time_fn, args, progress,
-                                 profile_kernels)
             if args.csv:  # after every case, so an interrupted run keeps what it measured
                 write_csv(args.csv, rows)
             del w
             if device == "cuda":
                 torch.cuda.empty_cache()
+    # The profiler last: on a GPU every call after a profiler session took 1.5-3 µs more host time
+    # (bench/RESULTS.md, "What the bench's own harness does"), so no host time follows a count.
+    for build, case_rows in to_profile:
+        w = make_workload(**build)  # seeded: the same workload again
+        count_case_kernels(w, case_rows, device)
+        del w
+        if device == "cuda":
+            torch.cuda.empty_cache()
 
     _add_speedups(rows)
     print(format_table(rows, device))
@@ -422,17 +434,16 @@ def _routes_for(w, routes: list[str]) -> list[str]:
     return kept
 
 
-def measure_case(w, layout: str, routes: list[str], device: str, info: dict, time_fn, args, progress,
-                 profile_kernels: bool = True) -> list[dict]:
-    """Oracle check, then (only if it passed) time, kernels, framework ops and host time, per route.
+def measure_case(w, layout: str, routes: list[str], device: str, info: dict, time_fn, args, progress) -> list[dict]:
+    """Oracle check, then (only if it passed) time, host time and framework ops, per route.
 
-    ``profile_kernels=False`` leaves the device-kernel count and the device time out (None) for
-    these rows.
+    The device-kernel count and the device time stay None: ``count_case_kernels`` fills them, with
+    the profiler, once every case's host time is taken (``main``).
     """
     import torch
 
     from ascend_kvc import c128_256_512_compress
-    from bench.launches import count_device_kernels, count_framework_ops, host_us_per_call
+    from bench.launches import count_framework_ops, host_us_per_call
     from bench.machine import synchronize
 
     inplace = w.tags["nonzero_cache"]
@@ -442,7 +453,8 @@ def measure_case(w, layout: str, routes: list[str], device: str, info: dict, tim
     rows = []
     for route in routes:
         row = {"case": w.name, "layout": layout, "route": route, "num_outputs": w.num_outputs,
-               "kv_format": w.kv_format, "bytes": w.bytes_to_move()}
+               "kv_format": w.kv_format, "bytes": w.bytes_to_move(), "kernels": None, "copies": None,
+               "kernels_how": None, "device_ms": None, "device_how": None}
         row["floor_ms"] = row["bytes"] / info["read_gbs"] / 1e6
         out = w.kv_cache.clone() if inplace else None
         try:  # the truth too: a failure to build it marks these rows, never the whole run
@@ -466,25 +478,42 @@ def measure_case(w, layout: str, routes: list[str], device: str, info: dict, tim
             if device == "cuda" and route in GRAPH_ROUTES:
                 row["graph_ms"] = time_graph(call, time_fn)
                 row["graph_x_floor"] = row["graph_ms"] / row["floor_ms"]
-            # Launch costs with ``out`` given (what an engine writing into its cache pays).
-            host_out = out if out is not None else w.kv_cache.clone()
-
-            def host_call(route=route, host_out=host_out):
-                return c128_256_512_compress(*w.args(), out=host_out, route=route, validate=False,
-                                             **w.format_kwargs())
-
+            host_call = _host_call(w, route)
             if device == "cpu":  # no asynchrony: the timed calls are the host time
                 row["host_us"] = row["ms"] * 1e3
             else:
                 row["host_us"] = host_us_per_call(host_call, lambda: synchronize(device), args.host_calls)
-            if profile_kernels:
-                counted = count_device_kernels(host_call, device)
-                row.update(kernels=counted["kernels"], copies=counted["copies"], kernels_how=counted["how"],
-                           device_ms=counted["device_ms"], device_how=counted["device_how"])
             row.update(count_framework_ops(host_call, device))
         rows.append(row)
         progress.step(f"{w.name} {layout} {route}")
     return rows
+
+
+def _host_call(w, route: str):
+    """A call as an engine writing into its own cache makes it: ``out`` given (a copy of the
+    workload's cache), ``validate=False``; what host time, framework ops and kernels are taken of."""
+    from ascend_kvc import c128_256_512_compress
+
+    host_out = w.kv_cache.clone()
+
+    def host_call():
+        return c128_256_512_compress(*w.args(), out=host_out, route=route, validate=False, **w.format_kwargs())
+
+    return host_call
+
+
+def count_case_kernels(w, rows: list[dict], device: str) -> None:
+    """Fill ``rows`` (``measure_case``'s, of workload ``w``) with the device kernels, copies and
+    device time of a call from the vendor profiler, on the rows whose check passed."""
+    from bench.launches import count_device_kernels
+
+    for row in rows:
+        if row["check"] != "ok":
+            continue
+        assert row["case"] == w.name, "count_case_kernels takes the workload its rows measured"
+        counted = count_device_kernels(_host_call(w, row["route"]), device)
+        row.update(kernels=counted["kernels"], copies=counted["copies"], kernels_how=counted["how"],
+                   device_ms=counted["device_ms"], device_how=counted["device_how"])
 
 
 def cpu_copy(checked):

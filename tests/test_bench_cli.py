@@ -54,3 +54,34 @@ def test_bench_rejects_unknown_stage():
     proc = subprocess.run([sys.executable, "-m", "bench", "--device", "cpu", "--stages", "warp-drive"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "unknown" in proc.stderr
+
+
+def test_bench_counts_kernels_after_every_host_time(monkeypatch, tmp_path):
+    """A profiler session slows every later call's host time on a GPU, so the main job counts
+    kernels (with the profiler) only once every case's host time is taken, on the same seeded
+    workloads built again, and fills each case's rows."""
+    from bench import cli
+
+    events = []
+
+    def fake_measure(w, layout, routes, device, info, time_fn, args, progress):
+        events.append(("host", w.name, layout))
+        return [{"case": w.name, "layout": layout, "route": r, "num_outputs": w.num_outputs, "check": "ok",
+                 "check_detail": "ok", "ms": 1.0, "host_us": 1.0, "floor_ms": 1.0, "bytes": 1, "kernels": None,
+                 "device_ms": None, "first_state": float(w.state_cache.flatten()[5])} for r in routes]
+
+    def fake_count(w, rows, device):
+        events.append(("kernels", w.name, rows[0]["layout"]))
+        assert all(r["first_state"] == float(w.state_cache.flatten()[5]) for r in rows)  # the same workload
+        for r in rows:
+            r["kernels"] = 7
+
+    monkeypatch.setattr(cli, "measure_case", fake_measure)
+    monkeypatch.setattr(cli, "count_case_kernels", fake_count)
+    json_path = tmp_path / "r.json"
+    assert cli.main(["--device", "cpu", "--cases", "1,256,128", "1,512,256", "--contiguous", "--kernels", "every",
+                     "--routes", "reference,gpgpu", "--no-progress", "--json", str(json_path)]) == 0
+    kinds = [e[0] for e in events]
+    assert kinds == ["host", "host", "kernels", "kernels"], events  # no count before the last host time
+    assert [e[1:] for e in events[:2]] == [e[1:] for e in events[2:]]
+    assert all(r["kernels"] == 7 for r in json.load(open(json_path))["results"])

@@ -50,7 +50,7 @@ def _measure(w, routes):
 
     info = {"read_gbs": 10.0}
     return cli.measure_case(w, "shuffled", routes, "cpu", info, cli.make_timer("cpu"), SimpleNamespace(host_calls=5),
-                            cli.Progress(len(routes), False), profile_kernels=False)
+                            cli.Progress(len(routes), False))
 
 
 def test_truth_is_built_from_host_copies(monkeypatch):

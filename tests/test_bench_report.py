@@ -156,7 +156,7 @@ def test_no_ladder_without_rungs():
 
 def _small_run(routes):
     """One tiny case through the CLI's own measuring code, as ``python -m bench`` runs it."""
-    from bench.cli import Progress, make_timer, measure_case
+    from bench.cli import Progress, count_case_kernels, make_timer, measure_case
     from bench.environment import library_environment
     from bench.machine import measure_bandwidth
 
@@ -166,6 +166,7 @@ def _small_run(routes):
     w = make_workload(1, 256, 128, shuffle=True, nonzero_cache=True, device=DEVICE)
     args = SimpleNamespace(host_calls=20)
     rows = measure_case(w, "shuffled", routes, DEVICE, info, time_fn, args, Progress(len(routes), False))
+    count_case_kernels(w, rows, DEVICE)
     return rows, info
 
 
