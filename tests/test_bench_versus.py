@@ -95,3 +95,30 @@ def test_ours_calls_the_operator_in_place():
     assert got is out
     want = c128_256_512_compress(*args, route="reference")
     assert torch.equal(out, want)
+
+
+def test_kernels_are_counted_after_every_passs_host_time(tmp_path, monkeypatch):
+    """A profiler session slows every later call's host time on a GPU: the device kernels are
+    counted (the profiler) only once every pass has taken its host times, for every ok row."""
+    _fake_gpu(monkeypatch, [])
+    events = []
+    ticks = itertools.count(1)
+
+    def host_us(fn, idle=False):
+        events.append("host")
+        return [float(next(ticks))] * 3
+
+    def count(fn, device):
+        events.append("kernels")
+        fn()  # the call counted is a real one: it runs
+        return {"kernels": 1}
+
+    monkeypatch.setattr(versus, "host_us", host_us)
+    monkeypatch.setattr(versus, "count_device_kernels", count)
+    out = tmp_path / "v.json"
+    rival = _rival(tmp_path, good_calls=10)
+    assert versus.main([rival, "--name", "rival", "--routes", "reference", "--passes", "2", "--json", str(out)]) == 0
+    first_count = events.index("kernels")
+    assert "host" in events and "host" not in events[first_count:], events
+    assert events.count("kernels") == 2
+    assert all(r["kernels"] == 1 for r in json.load(open(out))["rows"])
