@@ -511,7 +511,7 @@ def count_case_kernels(w, rows: list[dict], device: str) -> None:
         if row["check"] != "ok":
             continue
         assert row["case"] == w.name, "count_case_kernels takes the workload its rows measured"
-        counted = count_device_kernels(_host_call(w, row["route"]), device)
+        counted = count_device_kernels(_host_call(w, row["route"]), device, warmup=True)
         row.update(kernels=counted["kernels"], copies=counted["copies"], kernels_how=counted["how"],
                    device_ms=counted["device_ms"], device_how=counted["device_how"])
 

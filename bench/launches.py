@@ -36,7 +36,7 @@ import warnings
 FLUSH_BYTES = 256 * 2**20
 
 
-def count_device_kernels(call, device: str, calls: int | None = None, flush=None) -> dict:
+def count_device_kernels(call, device: str, calls: int | None = None, flush=None, warmup: bool = False) -> dict:
     """What the device ran for one call, from the vendor profiler.
 
     ``{"kernels": device activities per call, "copies": memcpy/memset per call (included in
@@ -47,7 +47,9 @@ def count_device_kernels(call, device: str, calls: int | None = None, flush=None
     Each call is profiled on its own, after ``flush()`` (default: zero ``FLUSH_BYTES`` on the
     device) and a sync outside the profiler, so that its kernels start from a cold L2 as in the
     wall-time measurement and nothing else lands in the trace. ``calls``: 3 on CUDA; 1 on an NPU,
-    whose profiler writes and parses a trace on disk for every session.
+    whose profiler writes and parses a trace on disk for every session. ``warmup``: one untimed
+    call and a sync first, so that what the first call on these tensors makes (a launch plan, its
+    scratch) is not counted: for a caller that has not run ``call`` before.
     """
     if device == "cuda":
         profile_one = _cuda_profile_one
@@ -57,6 +59,11 @@ def count_device_kernels(call, device: str, calls: int | None = None, flush=None
         return {"kernels": None, "copies": None, "how": "no device profiler on CPU", "device_ms": None,
                 "device_how": "n/a: no device profiler on CPU"}
     calls = calls or (3 if device == "cuda" else 1)
+    if warmup:
+        import torch
+
+        call()
+        getattr(torch, device).synchronize()
     try:
         if flush is None:
             flush = _l2_flush(device)

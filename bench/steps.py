@@ -55,7 +55,7 @@ def workloads(small: bool, device: str, official: bool = True):
 def _launches(call, device: str) -> float | None:
     if device == "cpu":
         return count_framework_ops(call, device)["triton_launches"]
-    return count_device_kernels(call, device)["kernels"]
+    return count_device_kernels(call, device, warmup=True)["kernels"]
 
 
 def measure(kind: str, sw, expected, route: str, device: str, time_fn, host_calls: int,
@@ -94,15 +94,10 @@ def measure(kind: str, sw, expected, route: str, device: str, time_fn, host_call
 
 def count_launches(sw, found, route: str, device: str) -> dict:
     """``{"step_launches", "indexed_launches"}``: launches a call of the step and of the indexed
-    call of its boundary tokens ``found``, each after one untimed call (so that a plan made now
-    has its scratch before the count)."""
-    counts = {}
-    for name, call in _calls(sw, sw.as_operator(found), route, sw.kv_cache.clone()).items():
-        if device != "cpu":
-            call()
-            synchronize(device)
-        counts[f"{name}_launches"] = _launches(call, device)
-    return counts
+    call of its boundary tokens ``found``, on a GPU or NPU each after one untimed call
+    (``count_device_kernels``' warm-up: a plan made now has its scratch before the count)."""
+    return {f"{name}_launches": _launches(call, device)
+            for name, call in _calls(sw, sw.as_operator(found), route, sw.kv_cache.clone()).items()}
 
 
 def _calls(sw, w, route: str, out) -> dict:

@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             if row["case"] == w.name and row["ok"] and row["impl"].endswith("@shuffled") == shuffled:
                 name = row["impl"].removesuffix("@shuffled")
                 call = _caller(name, impls[name], args, zero.clone())
-                row["kernels"] = count_device_kernels(call, "cuda")["kernels"]
+                row["kernels"] = count_device_kernels(call, "cuda", warmup=True)["kernels"]
         del w, zero, args
         torch.cuda.empty_cache()
     for row in rows:

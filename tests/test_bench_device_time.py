@@ -120,6 +120,21 @@ def test_cuda_path_sums_device_activities_per_call(monkeypatch):
     assert "torch.profiler" in got["device_how"] and "median of 3 calls" in got["device_how"]
 
 
+def test_warmup_runs_one_untimed_call_before_the_profiled_ones(monkeypatch):
+    """A caller that has not run the call before (the bench's kernel-count passes) asks for one
+    untimed call first, so that a plan or scratch made by it is not in the count."""
+    FakeProfile.sessions = [_session(10.0), _session(40.0), _session(20.0)]
+    FakeProfile.log = []
+    monkeypatch.setattr(torch.profiler, "profile", FakeProfile)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: FakeProfile.log.append("sync"))
+
+    got = count_device_kernels(lambda: FakeProfile.log.append("call"), "cuda",
+                               flush=lambda: FakeProfile.log.append("flush"), warmup=True)
+    assert FakeProfile.log[:2] == ["call", "sync"]
+    assert [e for e in FakeProfile.log[2:] if e != "sync"] == ["flush", "profile", "call"] * 3
+    assert got["kernels"] == 2
+
+
 def test_a_failing_profiler_gives_no_number(monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("CUPTI unavailable")

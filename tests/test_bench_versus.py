@@ -41,7 +41,7 @@ def _fake_gpu(monkeypatch, order: list):
     monkeypatch.setattr(versus, "measure_bandwidth", lambda device, fn: {"read_gbs": 1000.0})
     monkeypatch.setattr(versus, "make_workload", lambda *a, **k: make_workload(*a, **{**k, "device": "cpu"}))
     monkeypatch.setattr(versus, "graph_ms", lambda fn: 0.010)
-    monkeypatch.setattr(versus, "count_device_kernels", lambda fn, device: {"kernels": 1})
+    monkeypatch.setattr(versus, "count_device_kernels", lambda fn, device, warmup=False: {"kernels": 1})
 
     def time_ms(fn):
         order.append(fn)
@@ -108,7 +108,7 @@ def test_kernels_are_counted_after_every_passs_host_time(tmp_path, monkeypatch):
         events.append("host")
         return [float(next(ticks))] * 3
 
-    def count(fn, device):
+    def count(fn, device, warmup=False):
         events.append("kernels")
         fn()  # the call counted is a real one: it runs
         return {"kernels": 1}
