@@ -128,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _ok_rows(rows: list[dict], case_name: str, shuffled: bool) -> list[dict]:
+    """The rows of case ``case_name`` on one block-table layout whose bytes are still right, in order."""
+    return [r for r in rows if r["case"] == case_name and r["ok"] and r["impl"].endswith("@shuffled") == shuffled]
+
+
 def main(argv: list[str] | None = None) -> int:
     from bench.cli import check_route_or_exit, require_cuda_or_exit
 
@@ -204,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         for case, shuffled in runs:
             w = _workload(case, shuffled)  # the first pass's workload again: its truth still holds
             checked, zero, args = w.checked_args(), w.kv_cache.clone(), w.args()
-            mine = [r for r in rows if r["case"] == w.name and r["ok"] and r["impl"].endswith("@shuffled") == shuffled]
+            mine = _ok_rows(rows, w.name, shuffled)
             for row in mine[k % len(mine):] + mine[:k % len(mine)] if mine else []:
                 name = row["impl"].removesuffix("@shuffled")
                 out = zero.clone()
@@ -225,11 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     for case, shuffled in runs:
         w = _workload(case, shuffled)
         zero, args = w.kv_cache.clone(), w.args()
-        for row in rows:
-            if row["case"] == w.name and row["ok"] and row["impl"].endswith("@shuffled") == shuffled:
-                name = row["impl"].removesuffix("@shuffled")
-                call = _caller(name, impls[name], args, zero.clone())
-                row["kernels"] = count_device_kernels(call, "cuda", warmup=True)["kernels"]
+        for row in _ok_rows(rows, w.name, shuffled):
+            name = row["impl"].removesuffix("@shuffled")
+            call = _caller(name, impls[name], args, zero.clone())
+            row["kernels"] = count_device_kernels(call, "cuda", warmup=True)["kernels"]
         del w, zero, args
         torch.cuda.empty_cache()
     for row in rows:
