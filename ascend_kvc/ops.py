@@ -17,8 +17,9 @@ kv_cache=out, out=out, route=route, validate=validate, kv_format=kv_format, over
 ``kv_format`` and ``overlap`` have defaults, so a caller of the earlier schema keeps working.
 For the official "new zeroed cache" form, pass a zeroed tensor as ``out``.
 
-Registration happens when this module is imported, which ``import ascend_kvc`` does: defining a
-schema and four kernels in the dispatcher is a few hundred microseconds of pure bookkeeping. It
+Registration happens when this module is imported, which ``import ascend_kvc`` does: defining the
+schemas and kernels in the dispatcher is bookkeeping (2-10 ms of the import on the CPU development
+machine, almost all of it ``register_fake`` looking up its caller's source; docs/SERVING.md). It
 probes no device, imports neither Triton nor torch-npu and compiles nothing; the ``PrivateUse1``
 kernel is what torch-npu's ``npu`` device dispatches to once torch-npu is loaded (vLLM-Ascend
 registers its ops under the same key). The kernels themselves load their route on first call,

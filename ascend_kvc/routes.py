@@ -1,6 +1,7 @@
 """The route registry: which implementations exist, where each may run, and how to pick one.
 
-A route is a module with ``run(args, plan, out)``. Modules are imported on first use, so importing
+A route is a module with ``run(args, route_name, plan, out)``, and optionally ``launch_plan`` and
+``step_plan`` (the cached launch plans of a call and of a step). Modules are imported on first use, so importing
 ``ascend_kvc`` compiles nothing, probes no device and imports torch-npu nowhere itself; it also
 lets a caller set ``TRITON_INTERPRET`` before the first Triton kernel is defined. (Where torch-npu
 is installed, ``import torch``, which this package does, loads it through torch's device-backend
@@ -29,7 +30,7 @@ class RouteUnavailableError(RuntimeError):
 @dataclass(frozen=True)
 class Route:
     name: str
-    module: str  # "package.module" with run(args, plan, out)
+    module: str  # "package.module" with run(args, route_name, plan, out)
     uses_triton: bool
     description: str
     # (device type, why): device types whose tensors this route refuses, with the reason it gives.

@@ -141,7 +141,9 @@ def compress_step(
             routes: no host sync, no allocation that depends on the outputs, capturable in a graph;
             tokens with out-of-range indices are skipped, and nothing outside the tensors is touched.
         kv_format, overlap: as for ``c128_256_512_compress`` (a route that cannot compute them raises
-            ``RouteUnavailableError`` when named, and ``"auto"`` runs the reference route).
+            ``RouteUnavailableError`` when named; ``"auto"`` picks as that function does, ``gpgpu``
+            on CUDA tensors and ``ascend:fused`` on NPU tensors for what the default rung does not
+            compute).
     """
     check_flag("validate", validate)
     if torch.compiler.is_compiling():

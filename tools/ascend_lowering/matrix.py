@@ -3,7 +3,7 @@
 Two scopes (``build_matrix``): ``full``, the whole matrix (``make audit``, which CI runs after
 ``make test``), and ``quick``, every stage once, at C=128 (4 for the overlapping compressor's
 stages), block size 64 and a float32 state (``make test``: every kernel reaches the 910B
-compiler in a minute or two of CPU, where the whole matrix takes about twenty on 2 cores).
+compiler in a minute or two of CPU, where the whole matrix takes 11 to 19 minutes on 2 cores).
 
 ``fused`` is compiled for every cache format it writes (``FUSED_FORMATS`` besides int8), unsplit and split.
 The rungs users run (``triton-quant`` and ``fused``, every variant) are compiled at ``compress_ratio=4``
