@@ -122,8 +122,9 @@ else
 # ASCEND_KVC_REQUIRE_TRITON_ASCEND: a missing side folder fails the triton-ascend interpreter
 # test instead of skipping it.
 # The lowering audit in `make test` compiles every stage once (the quick scope: C=128, or 4 for the
-# overlap stages, block size 64, float32 state); `make audit` compiles the whole matrix (every C, block size and state dtype,
-# 11 to 19 minutes on 2 cores), prints its tables and runs the audit's tests on it. CI runs both.
+# overlap stages, block size 64, float32 state); `make audit` compiles the whole matrix (every C,
+# block size and state dtype, 11 to 19 minutes on 2 cores), prints its tables and runs the audit's
+# tests on it. CI runs both.
 test: $(STAMP) $(ASCEND_STAMP) $(ASCEND_NUMPY_STAMP)
 	ASCEND_KVC_REQUIRE_TRITON_ASCEND=1 ASCEND_KVC_AUDIT_SCOPE=quick $(PY) -m pytest -q -n auto
 

@@ -1,11 +1,11 @@
 """The route registry: which implementations exist, where each may run, and how to pick one.
 
 A route is a module with ``run(args, route_name, plan, out)``, and optionally ``launch_plan`` and
-``step_plan`` (the cached launch plans of a call and of a step). Modules are imported on first use, so importing
-``ascend_kvc`` compiles nothing, probes no device and imports torch-npu nowhere itself; it also
-lets a caller set ``TRITON_INTERPRET`` before the first Triton kernel is defined. (Where torch-npu
-is installed, ``import torch``, which this package does, loads it through torch's device-backend
-autoload; ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off.)
+``step_plan`` (the cached launch plans of a call and of a step). Modules are imported on first
+use, so importing ``ascend_kvc`` compiles nothing, probes no device and imports torch-npu nowhere
+itself; it also lets a caller set ``TRITON_INTERPRET`` before the first Triton kernel is defined.
+(Where torch-npu is installed, ``import torch``, which this package does, loads it through torch's
+device-backend autoload; ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off.)
 """
 
 from __future__ import annotations
