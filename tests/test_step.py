@@ -115,6 +115,33 @@ def test_skipped_state_slots_and_negative_kv_slots_write_nothing(route):
     assert report.num_outputs_written == 1
 
 
+@pytest.mark.parametrize("route", SYNC_FREE)
+def test_strided_state_slot_mapping(route):
+    """A state slot mapping that is every other element of a buffer (the others -1): the device
+    search must read the view's elements, not the buffer's first ``num_tokens``, where every
+    boundary token (odd, at positions 127 and 255) would find a -1."""
+    sw = make_step_workload([(0, 256)], 128, block_size=8, seed=22, state_slots=True, device=DEVICE)
+    buf = torch.full((2 * sw.num_tokens,), -1, dtype=sw.state_slot_mapping.dtype, device=DEVICE)
+    buf[::2] = sw.state_slot_mapping
+    sw.state_slot_mapping = buf[::2]
+    before = run_step(sw, route)
+    judge(sw, sw.kv_cache, before, expect_outputs=2)
+
+
+@pytest.mark.parametrize("route", SYNC_FREE)
+def test_a_plan_without_state_slots_is_not_reused_with_them(route):
+    """A ``validate=False`` step without ``state_slot_mapping`` stores a plan; the same shapes with a
+    mapping that skips one boundary token must not reuse it (its kernels read no state slots)."""
+    sw = make_step_workload([(0, 256)], 128, block_size=8, seed=23, state_slots=True, device=DEVICE)
+    kw = {**sw.kwargs(), "state_slot_mapping": None}
+    args = sw.args()
+    compress_step(*args[:-1], sw.kv_cache.clone(), **kw, route=route, validate=False)
+    sw.state_slot_mapping[127] = -1
+    before = run_step(sw, route)
+    report = judge(sw, sw.kv_cache, before, expect_outputs=1)
+    assert report.num_outputs_written == 1
+
+
 @pytest.mark.parametrize("index_dtype", [torch.int32])  # int64: every other test
 @pytest.mark.parametrize("route", SYNC_FREE)
 def test_int32_positions_and_slots(route, index_dtype):
