@@ -55,6 +55,10 @@ def w():
     ("cos_sin_cache", lambda w: w.cos_sin_cache[:, :32], ValueError, "cos_sin_cache must have size 64"),
     ("cos_sin_cache", lambda w: w.cos_sin_cache.double(), TypeError, "cos_sin_cache must have dtype"),
     ("kv_slot_mapping", lambda w: w.kv_slot_mapping.float(), TypeError, "kv_slot_mapping must have dtype"),
+    ("kv_slot_mapping", lambda w: w.kv_slot_mapping[:-1], ValueError,
+     r"kv_slot_mapping must have num_tokens=\d+ entries \(like token_to_req\)"),
+    ("kv_slot_mapping", lambda w: torch.cat([w.kv_slot_mapping, w.kv_slot_mapping[:1]]), ValueError,
+     r"kv_slot_mapping must have num_tokens=\d+ entries \(like token_to_req\)"),
     ("kv_cache", lambda w: w.kv_cache.to(torch.int8), TypeError, "kv_cache must have dtype"),
     ("kv_cache", lambda w: w.kv_cache[:, :37000], ValueError, "kv_cache must have size 37376"),
     ("state_cache", lambda w: [1.0], TypeError, "state_cache must be a torch.Tensor"),
@@ -68,6 +72,7 @@ def test_bad_metadata(w, name, bad, exc, match):
     ("compress_ratio", 128.0, TypeError, "compress_ratio must be an int"),
     ("block_size", 0, ValueError, "block_size must be >= 1, got 0"),
     ("block_size", 4, ValueError, "state_cache must have block_size=4"),
+    ("block_size", 16, ValueError, r"state_cache must have block_size=16 rows per block in dim 1, got shape \(\d+, 8,"),
     ("block_size", True, TypeError, "block_size must be an int"),
     ("rms_norm_eps", float("nan"), ValueError, "rms_norm_eps must be"),
 ])
@@ -86,6 +91,14 @@ def test_device_mix(w):
     w.state_cache = w.state_cache.to("meta")
     with pytest.raises(ValueError, match="token_to_req is on cpu but state_cache is on meta"):
         _call(w)
+
+
+@pytest.mark.parametrize("out", [None, "cpu"])
+def test_kv_cache_on_another_device(w, out):
+    """kv_cache alone on another device is named, whether or not out (on state_cache's device) is given."""
+    w.kv_cache = w.kv_cache.to("meta")
+    with pytest.raises(ValueError, match="kv_cache is on meta but state_cache is on cpu"):
+        _call(w, out=None if out is None else torch.zeros(w.kv_cache.shape, dtype=torch.uint8))
 
 
 def test_bad_route(w):
@@ -145,6 +158,30 @@ def test_boundary_index_outside_tokens(w):
     _expect(w, ValueError, r"boundary_token_indices: output 3 .*outside \[0, num_tokens\)")
     w.boundary_token_indices[3] = -1
     _expect(w, ValueError, r"boundary_token_indices: output 3")
+
+
+def _give_slot_zero(w, i):
+    """Map output ``i`` to slot 0 (the output that had slot 0, if any, takes ``i``'s old slot)."""
+    tok = _output_token(w, i)
+    w.kv_slot_mapping[w.kv_slot_mapping == 0] = int(w.kv_slot_mapping[tok])
+    w.kv_slot_mapping[tok] = 0
+
+
+@pytest.mark.parametrize("defect,match", [
+    (lambda w, tok: w.positions.__setitem__(tok, w.block_table.shape[1] * w.block_size + 3),
+     r"block_table: output 2 .*column past block_table's width"),
+    (lambda w, tok: w.token_to_req.__setitem__(tok, w.block_table.shape[0]),
+     r"token_to_req: output 2 .*outside block_table rows"),
+])
+def test_an_output_writing_slot_zero_is_validated(w, defect, match):
+    """Slot 0 is a real slot, not a skip: the quick check must not wave its output through."""
+    from ascend_kvc.validation import check_values
+
+    _give_slot_zero(w, 2)
+    defect(w, _output_token(w, 2))
+    with pytest.raises(ValueError, match=match):
+        check_values(w.checked_args())  # the quick check alone: it must see something wrong
+    _expect(w, ValueError, match)
 
 
 def test_first_offending_output_is_named(w):
