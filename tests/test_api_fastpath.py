@@ -38,16 +38,20 @@ def test_repeat_call_reuses_one_plan(w, route):
     assert list(api._PLANS.values()) == [plan]
 
 
+@pytest.mark.parametrize("shift", [1, 2], ids=["4-bytes", "8-bytes"])
 @pytest.mark.parametrize("route", PLANNED_ROUTES)
-def test_misaligned_state_gets_its_own_plan(w, route):
-    """Triton specialises pointers on 16-byte alignment: a state_cache 4 bytes off must not reuse
-    a kernel compiled for an aligned one (on a GPU its vector loads would fault or misread)."""
+def test_misaligned_state_gets_its_own_plan(w, route, shift):
+    """Triton specialises pointers on 16-byte alignment: a state_cache 4 or 8 bytes off must not
+    reuse a kernel compiled for an aligned one (on a GPU its vector loads would fault or misread).
+    8 bytes off is 8-byte aligned yet not 16-byte aligned: a key that kept only ``p & 7`` would
+    wrongly reuse the aligned plan."""
     api._PLANS.clear()
     run_and_check(w, route, validate=False)
-    flat = torch.empty(w.state_cache.numel() + 1, dtype=w.state_cache.dtype, device=DEVICE)
-    flat[1:] = w.state_cache.reshape(-1)
-    w.state_cache = flat[1:].view(w.state_cache.shape)
-    assert w.state_cache.data_ptr() % 16 != 0
+    flat = torch.empty(w.state_cache.numel() + shift, dtype=w.state_cache.dtype, device=DEVICE)
+    assert flat.data_ptr() % 16 == 0
+    flat[shift:] = w.state_cache.reshape(-1)
+    w.state_cache = flat[shift:].view(w.state_cache.shape)
+    assert w.state_cache.data_ptr() % 16 == 4 * shift
     run_and_check(w, route, validate=False)
     assert len(api._PLANS) == 2
 
@@ -66,15 +70,35 @@ def test_same_signature_new_values(w, route):
     assert len(api._PLANS) == 2  # eps is part of the signature
 
 
-def test_strided_index_tensors_are_not_cached(w):
+@pytest.mark.parametrize("name", ["positions", "boundary_token_indices"])
+def test_strided_index_tensors_are_not_cached(w, name):
     """check_metadata copies a strided 1-D tensor; the plan must not run on the strided one later."""
     api._PLANS.clear()
-    buf = torch.empty(2 * w.positions.numel(), dtype=w.positions.dtype, device=DEVICE)
-    buf[::2] = w.positions
-    w.positions = buf[::2]
+    given = getattr(w, name)
+    buf = torch.empty(2 * given.numel(), dtype=given.dtype, device=DEVICE)
+    buf[::2] = given
+    setattr(w, name, buf[::2])
+    assert not getattr(w, name).is_contiguous()
     for _ in range(2):
         run_and_check(w, "gpgpu", validate=False)
     assert len(api._PLANS) == 0
+
+
+@pytest.mark.parametrize("route", PLANNED_ROUTES)
+def test_validate_true_checks_values_even_when_a_plan_exists(w, route):
+    """A stored plan serves only ``validate=False``: with ``validate=True`` and the same signature,
+    a bad index value raises the cold call's ValueError and nothing is written."""
+    api._PLANS.clear()
+    run_and_check(w, route, validate=False)
+    assert len(api._PLANS) == 1
+    token = int(w.boundary_token_indices[0])
+    w.kv_slot_mapping[token] = w.checked_args().num_slots  # one slot past the cache, same signature
+    out = w.kv_cache.clone()
+    snapshot = out.clone()
+    with pytest.raises(ValueError, match=r"^kv_slot_mapping: output 0 .*nothing was written"):
+        c128_256_512_compress(*w.args(), out=out, route=route, validate=True, **w.format_kwargs())
+    assert torch.equal(out, snapshot)
+    assert len(api._PLANS) == 1
 
 
 @pytest.mark.parametrize("change,exc,match", [
