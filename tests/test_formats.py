@@ -177,6 +177,24 @@ def test_op_layer_and_step_carry_the_format(kv_format, overlap):
         CompressorKVWriter(w.rms_norm_weight, w.cos_sin_cache, block_size=8, compress_ratio=128, overlap=True)
 
 
+@pytest.mark.parametrize("kv_format,overlap", [("fp8_e4m3", True), ("bf16", False)])
+def test_fake_kernels_check_the_format_they_are_given(kv_format, overlap):
+    """Under fake tensors (torch.compile's trace) both ops accept a good call in the format and
+    window asked for, and refuse a cache of the wrong width naming kv_cache."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    w = _case(kv_format, 4, overlap, 45, slots_per_page=2, seed=6)
+    with FakeTensorMode() as mode:
+        fake = [mode.from_tensor(a) for a in w.args()[:9]]  # the tensors, then the scalars
+        scalars = (w.block_size, w.compress_ratio, w.rms_norm_eps)
+        torch.ops.ascend_kvc.compress_(*fake[:8], fake[8], *scalars, "auto", False, kv_format, overlap)
+        step = [fake[k] for k in (0, 1, 2, 4, 5, 6, 7, 8)]
+        torch.ops.ascend_kvc.compress_step_(*step, *scalars, None, "auto", False, kv_format, overlap)
+        narrow = fake[8][..., :-1]  # a row one element short
+        with pytest.raises(ValueError, match="kv_cache"):
+            torch.ops.ascend_kvc.compress_(*fake[:8], narrow, *scalars, "auto", False, kv_format, overlap)
+
+
 FUZZ = dict(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), print_blob=False,
             phases=(Phase.explicit, Phase.generate), max_examples=25)
 

@@ -34,6 +34,13 @@ def test_auto_on_npu_tensors_never_picks_gpgpu():
     assert routes.resolve("auto", NPU0).name == "ascend:triton-quant"
 
 
+@pytest.mark.parametrize("device_type,expected", [("npu", "ascend:triton-quant"), ("cuda", "gpgpu"),
+                                                  ("cpu", "reference"), ("xpu", "reference")])
+def test_auto_picks_the_route_of_each_device(device_type, expected):
+    """'auto' is the Ascend default on an NPU, the GPU design on CUDA, the reference elsewhere."""
+    assert routes.resolve("auto", SimpleNamespace(type=device_type, index=0)).name == expected
+
+
 def test_operator_refuses_before_writing(monkeypatch):
     w = general_case(128, 8, seed=5, num_reqs=1, outputs_per_req=2, device="cpu")
     monkeypatch.setattr(CompressArgs, "device", property(lambda self: NPU0))  # the checked arguments' device

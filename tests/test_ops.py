@@ -103,6 +103,34 @@ def test_fake_kernel_checks_metadata():
             OP(*args)
 
 
+def test_op_with_validate_false_skips_a_bad_output_and_writes_the_rest():
+    """validate=False reaches the function: a slot past the cache is skipped, not refused."""
+    w = _tiny(seed=11)
+    slots = w.kv_slot_mapping.clone()
+    slots[w.boundary_token_indices[0]] = w.kv_cache.shape[0] * 64  # one past the last slot
+    w.kv_slot_mapping = slots
+    before = w.kv_cache.clone()
+    out = before.clone()
+    OP(*_op_args(w, out, "reference", validate=False))
+    report = check_cache(w.checked_args(), out, before)
+    assert report.ok and report.num_outputs_written >= 1, str(report)
+    with pytest.raises(ValueError, match="slot"):
+        OP(*_op_args(w, before.clone(), "reference", validate=True))
+
+
+def test_layer_forward_passes_its_rms_norm_eps():
+    """A layer built with a non-default epsilon writes what the function writes with it."""
+    w = _tiny(seed=13)
+    w.rms_norm_eps = 0.5  # large enough to change the normalised values' bytes
+    before = w.kv_cache.clone()
+    want = c128_256_512_compress(*w.args(), out=before.clone(), route="reference")
+    out = before.clone()
+    _layer(w, "reference")(*_layer_inputs(w, out))
+    report = check_cache(w.checked_args(), out, before)  # the oracle, at the workload's epsilon
+    assert report.ok, str(report)
+    assert torch.equal(out, want)
+
+
 # The Triton route runs where the other tests run it: interpreted on CPU, compiled on a GPU/NPU.
 @pytest.mark.parametrize("route,device,padded", [("reference", "cpu", False), ("reference", "cpu", True),
                                                  ("ascend", DEVICE, False)])
