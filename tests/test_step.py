@@ -575,6 +575,40 @@ def test_op_and_layer_write_what_the_function_writes(route):
     judge(sw, via_function, before)
 
 
+@pytest.mark.parametrize("route", ["reference", "ascend:fused"])
+def test_op_and_layer_skip_the_tokens_without_a_state_slot(route):
+    """The op and the layer's step pass the state slot mapping on: a boundary token whose state
+    slot is -1 (its kv slot valid) writes nothing."""
+    sw = make_step_workload([(0, 256)], 128, block_size=8, seed=23, state_slots=True, device=DEVICE)
+    sw.state_slot_mapping[127] = -1  # the first of the two boundary tokens (positions 127, 255)
+    b = sw.base
+    before = sw.kv_cache.clone()
+    via_op = before.clone()
+    OP(*sw.args()[:-1], via_op, sw.block_size, sw.compress_ratio, b.rms_norm_eps, sw.state_slot_mapping, route, False)
+    assert judge(sw, via_op, before, expect_outputs=1).num_outputs_written == 1
+    layer = CompressorKVWriter(b.rms_norm_weight, b.cos_sin_cache, block_size=sw.block_size,
+                               compress_ratio=sw.compress_ratio, route=route)
+    via_layer = before.clone()
+    layer.step(b.state_cache, sw.token_to_req, sw.positions, b.block_table, sw.kv_slot_mapping, via_layer,
+               sw.state_slot_mapping)
+    assert torch.equal(via_layer, via_op)
+
+
+def test_layer_step_with_validate_true_refuses_bad_input():
+    """A layer built with validate=True checks a step's index values: a slot past the cache is
+    refused, naming kv_slot_mapping, and nothing is written."""
+    sw, _ = _case("one", seed=82)
+    b = sw.base
+    bad_slots = sw.kv_slot_mapping.clone()
+    bad_slots[expected_boundaries(sw)[0]] = sw.kv_cache.shape[0] * 64
+    layer = CompressorKVWriter(b.rms_norm_weight, b.cos_sin_cache, block_size=sw.block_size,
+                               compress_ratio=sw.compress_ratio, route="reference", validate=True)
+    out = sw.kv_cache.clone()
+    with pytest.raises(ValueError, match="kv_slot_mapping"):
+        layer.step(b.state_cache, sw.token_to_req, sw.positions, b.block_table, bad_slots, out, sw.state_slot_mapping)
+    assert torch.equal(out, sw.kv_cache), "a bad step wrote into kv_cache"
+
+
 def _bad(sw, **changes):
     args = dict(zip(["state_cache", "token_to_req", "positions", "block_table", "rms_norm_weight", "cos_sin_cache",
                      "kv_slot_mapping", "kv_cache"], sw.args()))
@@ -839,6 +873,23 @@ def test_inline_search_up_to_its_token_bound(extra, inline, monkeypatch):
     (plan,) = step_module._STEP_PLANS.values()
     assert plan.inline_search == inline and plan.token_tiles != inline
     assert "_list_boundaries_kernel" not in plan.kernels
+    step_module.clear_step_plans()
+
+
+@pytest.mark.parametrize("spans,tiles", [([(100, 60), (126, 2)], True), ([(100, 60), (126, 2), (0, 10)], False)])
+def test_token_tiles_up_to_their_request_bound(spans, tiles, monkeypatch):
+    """A step past the inline search from at most ``TILE_MAX_REQUESTS`` requests (here 2, at the
+    bound) goes by token tile, with no search launch; one request more and it is searched."""
+    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
+    monkeypatch.setattr(boundaries, "INLINE_SEARCH_TOKENS", 16)  # these steps are past it
+    monkeypatch.setattr(boundaries, "TILE_MAX_REQUESTS", 2)
+    step_module.clear_step_plans()
+    sw = make_step_workload(spans, 128, block_size=8, seed=191, device=DEVICE)
+    before = run_step(sw, "ascend:fused")
+    judge(sw, sw.kv_cache, before, expect_outputs=2)
+    (plan,) = step_module._STEP_PLANS.values()
+    assert not plan.inline_search and plan.token_tiles == tiles
+    assert ("_list_boundaries_kernel" in plan.kernels) != tiles, plan.kernels
     step_module.clear_step_plans()
 
 
