@@ -73,6 +73,24 @@ def test_split_skips_bad_outputs_and_writes_the_rest(route, cores):
 
 
 @pytest.mark.parametrize("route", PLANNED)
+@pytest.mark.parametrize("n_cores", [1, 8])
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_a_bad_block_anywhere_in_the_window_skips_the_output(route, n_cores, where, cores):
+    """A bad block id in the window's first or last block skips the output, unsplit (1 core: the
+    whole-window kernels' own check) and split (8 cores: the bad block's piece is the window's
+    first or a later one, whose count the merge must add in)."""
+    cores(n_cores)
+    w = general_case(128, 8, seed=9, num_reqs=2, outputs_per_req=2, device=DEVICE, skip_some=False)
+    assert plan_split(w.boundary_token_indices.numel(), 128, n_cores).split == (n_cores > 1)
+    t = int(w.boundary_token_indices[0])
+    r, p = int(w.token_to_req[t]), int(w.positions[t])
+    col = (p - 127) // 8 if where == "first" else p // 8
+    w.block_table[r, col] = w.state_cache.shape[0] + 5
+    report = run_and_check(w, route, validate=False)
+    assert report.num_outputs_written <= w.num_outputs - 1, report
+
+
+@pytest.mark.parametrize("route", PLANNED)
 def test_split_skips_outputs_with_out_of_range_indices(route, cores):
     """Outputs whose slot is valid but whose request or position is not: the piece gather finds
     them invalid and the merge, which reads no index tensor, must skip them too."""
