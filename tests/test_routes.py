@@ -81,6 +81,27 @@ def test_block_centric_windows_at_block_edges(route, block_size):
     assert report.num_outputs_written == len(_WINDOWS[block_size])
 
 
+@pytest.mark.parametrize("route", TRITON_ROUTES)
+def test_table_entries_outside_the_window_are_not_read(route):
+    """Windows that start at a block boundary, with the table entry just before each window
+    freed (-1) and each row padded with -1 past its last block: no output may read (or count as
+    bad) an entry outside its window. Request 1's window at p = C - 1 starts at its row's first
+    entry, right after request 0's padded last one."""
+    C, bs, L = 128, 8, 512
+    w = make_workload(2, 2 * L, C, block_size=bs, shuffle=True, nonzero_cache=True, seed=17, device=DEVICE)
+    positions = [(0, 255), (1, 127), (1, 511)]  # windows from columns 16, 0 and 48
+    tokens = [r * L + p for r, p in positions]
+    w.boundary_token_indices = torch.tensor(tokens, dtype=torch.int64, device=DEVICE)
+    mapping = torch.full((2 * L,), -1, dtype=torch.int64)
+    mapping[tokens] = torch.randperm(w.kv_cache.shape[0] * 64, generator=torch.Generator().manual_seed(17))[:3]
+    w.kv_slot_mapping = mapping.to(DEVICE)
+    w.block_table[0, 15] = -1  # just before request 0's window
+    w.block_table[0, 32:] = -1  # request 0 ends at p = 255: padding
+    w.block_table[1, 47] = -1  # just before the window of p = 511
+    report = run_and_check(w, route)
+    assert report.num_outputs_written == 3
+
+
 @pytest.mark.parametrize("route", ["ascend:random-gather", "ascend:pre-gather", "ascend", "ascend:fused", *FALLBACK])
 def test_route_int32_indices_and_fresh_out(route):
     run_and_check(_small(256, 8, seed=31, index_dtype=torch.int32), route, inplace=False)
