@@ -51,6 +51,19 @@ def _triton_interpret_kept():
             os.environ["TRITON_INTERPRET"] = before
 
 
+@pytest.fixture
+def cores(monkeypatch):
+    """Set ``ASCEND_KVC_VECTOR_CORES`` for one test (plans made under another count are dropped).
+    ``tests/test_overlap_kernels.py`` has its own, which can also allow short pieces."""
+    from ascend_kvc import api
+
+    def set_cores(n):
+        monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", str(n))
+        api.clear_launch_plans()
+    yield set_cores
+    api.clear_launch_plans()
+
+
 @pytest.fixture(scope="session")
 def audit_installed():
     """Skip without triton-ascend and bishengir-compile in .ascend-triton/ (``make`` installs

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ascend_kvc import ASCEND_STAGES, api, c128_256_512_compress
+from ascend_kvc import ASCEND_STAGES, c128_256_512_compress
 from ascend_kvc.oracle import scale_exponent_f64
 from ascend_kvc.triton_helpers import pow2_scale_exponent
 from ascend_kvc.workloads import make_workload
@@ -168,19 +168,14 @@ def test_rope_row_is_the_last_row(route):
 
 @pytest.mark.parametrize("route,n_cores", [
     *((route, None) for route in ["reference", *(f"ascend:{s}" for s in ASCEND_STAGES), *FALLBACK]),
-    ("ascend", "1"), ("ascend:fused", "1"),  # the unsplit whole-window kernels (the default splits here)
+    ("ascend", 1), ("ascend:fused", 1),  # the unsplit whole-window kernels (the default splits here)
 ])
-def test_rope_row_of_boundaries_at_multiples_of_C(route, n_cores, monkeypatch):
+def test_rope_row_of_boundaries_at_multiples_of_C(route, n_cores, cores):
     """Boundary tokens at p = 256 and 384 (p % C == 0, the first position of a block of C) take
     RoPE rows 256 and 384, not the row of the C positions before: ``(p // C) * C``."""
     if n_cores is not None:
-        monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", n_cores)
-    api.clear_launch_plans()
-    try:
-        w = _edge_case(128, 8, [127, 256, 384], seed=6)
-        report = run_and_check(w, route)
-    finally:
-        api.clear_launch_plans()
+        cores(n_cores)
+    report = run_and_check(_edge_case(128, 8, [127, 256, 384], seed=6), route)
     assert report.num_outputs_written == 3
 
 

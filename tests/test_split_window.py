@@ -9,7 +9,7 @@ larger than the window), and the merge must give the unsplit bytes.
 import pytest
 import torch
 
-from ascend_kvc import api, c128_256_512_compress
+from ascend_kvc import c128_256_512_compress
 from ascend_kvc.device import ascend_programs, persistent_programs
 from ascend_kvc.oracle import check_cache
 from ascend_kvc.stages.work_split import plan_split
@@ -19,16 +19,6 @@ from cases import general_case, run_and_check
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 PLANNED = ["ascend", "ascend:fused"]
-
-
-@pytest.fixture
-def cores(monkeypatch):
-    """Set ``ASCEND_KVC_VECTOR_CORES`` for one test (plans made under another count are dropped)."""
-    def set_cores(n):
-        monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", str(n))
-        api.clear_launch_plans()
-    yield set_cores
-    api.clear_launch_plans()
 
 
 @pytest.mark.parametrize("route", PLANNED)
