@@ -67,6 +67,35 @@ def run_step(sw, route: str, validate: bool = False, **kw):
     return before
 
 
+class StepPlans:
+    """The step plans of one test (``step_module._STEP_PLANS``), which ``step_plans`` empties
+    before and after it."""
+
+    def __init__(self, monkeypatch):
+        self.monkeypatch = monkeypatch
+
+    def set_cores(self, count) -> None:
+        """Plan for ``count`` vector cores (``ASCEND_KVC_VECTOR_CORES``); a step plan does not
+        look at the count, so the ones made before are dropped."""
+        self.monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", str(count))
+        step_module.clear_step_plans()
+
+    def only(self):
+        """The one step plan there is; an assertion error if there are none or several."""
+        plans = list(step_module._STEP_PLANS.values())
+        assert len(plans) == 1, f"{len(plans)} step plans, meant one"
+        return plans[0]
+
+
+@pytest.fixture
+def step_plans(monkeypatch):
+    """No step plans before the test, none left after it (even when it fails). Separate from
+    conftest's ``cores``, which does the same for the operator's launch plans."""
+    step_module.clear_step_plans()
+    yield StepPlans(monkeypatch)
+    step_module.clear_step_plans()
+
+
 # (name, spans, C, block_size, state slots, skip fraction, boundary tokens meant)
 CASES = {
     "empty": ([(128, 1), (300, 1), (5, 1), (256, 1)], 128, 8, False, 0.0, 0),
@@ -214,32 +243,29 @@ def replay_steps(route: str, seed: int, steps=None):
 
 
 @pytest.mark.parametrize("route", SYNC_FREE)
-def test_replay_sequence_without_capture(route):
+def test_replay_sequence_without_capture(route, step_plans):
     """What a replayed graph does, eagerly: one plan, the same tensors changed in place between calls."""
-    step_module.clear_step_plans()
     replay_steps(route, 41)
-    assert len(step_module._STEP_PLANS) == 1, "the steps did not share one plan"
+    step_plans.only()  # the steps shared one plan
 
 
 @pytest.mark.parametrize("route", SYNC_FREE)
-def test_many_chunk_search(route, monkeypatch):
+def test_many_chunk_search(route, step_plans, monkeypatch):
     """A search of several chunks: on the Ascend routes a count kernel, then the list kernel reading
     the counts; on gpgpu one launch of a lister a chunk (``ticket_search``)."""
     monkeypatch.setattr(boundaries, "SINGLE_PROGRAM_TOKENS", 1024)
     monkeypatch.setattr(gpgpu_route, "STEP_TILE_MAX_REQUESTS", 0)  # the search, not token tiles (gpgpu's
     monkeypatch.setattr(boundaries, "TILE_MAX_REQUESTS", 0)  # and the Ascend routes')
-    step_module.clear_step_plans()
     sw = make_step_workload([(0, 1400), (600, 1700)], 128, block_size=16, seed=51, skip_fraction=0.7, device=DEVICE)
     assert boundaries.plan_search(sw.num_tokens, 4).programs == 4
     before = run_step(sw, route)
     report = judge(sw, sw.kv_cache, before)
     assert report.num_outputs_written >= 3
     if route == "gpgpu":
-        assert gpgpu_plan_path(next(iter(step_module._STEP_PLANS.values()))) == "search"
-    step_module.clear_step_plans()
+        assert gpgpu_plan_path(step_plans.only()) == "search"
 
 
-def test_search_by_ticket_leaves_its_counters_zero(monkeypatch):
+def test_search_by_ticket_leaves_its_counters_zero(step_plans, monkeypatch):
     """gpgpu's search in one launch (``ticket_search``): four listers chained by tickets list the
     step's boundary tokens for the kernel after them, and leave every counter of the stream's
     scratch at zero (the next launch's tickets start at 0 again); a second step on the same plan
@@ -252,7 +278,7 @@ def test_search_by_ticket_leaves_its_counters_zero(monkeypatch):
                                     device=DEVICE)
             before = run_step(sw, "gpgpu")
             judge(sw, sw.kv_cache, before)
-            (plan,) = step_module._STEP_PLANS.values()
+            plan = step_plans.only()
             assert gpgpu_plan_path(plan) == "search" and plan.search_launcher.grid[0] == 4
             _, key, _ = launch.stream_state(sw.positions.device)
             _, counters = launch._SCRATCH[(sw.positions.device, key)]
@@ -275,7 +301,7 @@ TOKEN_TILE_STEPS = {
 
 @pytest.mark.parametrize("work", ["pieces", "whole-head"])
 @pytest.mark.parametrize("case", list(TOKEN_TILE_STEPS))
-def test_gpgpu_token_tiles(case, work, monkeypatch):
+def test_gpgpu_token_tiles(case, work, step_plans, monkeypatch):
     """A gpgpu step past ``STEP_INLINE_TOKENS`` from few requests: one launch, whose programs each
     find the boundary tokens of their own tile of C tokens; a tile's first output's scratch (piece
     states and arrival counter) is the tile's slot, a further one's its token's. With the tiles
@@ -289,7 +315,7 @@ def test_gpgpu_token_tiles(case, work, monkeypatch):
                             overlap=overlap, device=DEVICE)
     with gpgpu_step_path("token-tiles"):
         before = run_step(sw, "gpgpu")
-        (plan,) = step_module._STEP_PLANS.values()
+        plan = step_plans.only()
         assert gpgpu_plan_path(plan) == "token-tiles"
         work_items = plan.splits * (512 // plan.launcher.constexprs["BLOCK_D"])  # of an output
         assert plan.launcher.grid[0] == -(-sw.num_tokens // C) * work_items
@@ -359,7 +385,7 @@ def test_token_tile_registers():
     assert cap(1000, few, 132) is None  # 8 a SM: one wave with any registers
 
 
-def test_gpgpu_token_tiles_take_at_most_their_pieces(monkeypatch):
+def test_gpgpu_token_tiles_take_at_most_their_pieces(step_plans, monkeypatch):
     """A step on token tiles cuts each window into at most ``STEP_TILE_MAX_SPLITS`` pieces where
     the outputs it is tuned for would take more (132 SMs, C=512: as the search's path plans it),
     and still writes the oracle's bytes."""
@@ -369,7 +395,7 @@ def test_gpgpu_token_tiles_take_at_most_their_pieces(monkeypatch):
     for path in ("search", "token-tiles"):
         with gpgpu_step_path(path):
             before = run_step(sw, "gpgpu")
-            (plan,) = step_module._STEP_PLANS.values()
+            plan = step_plans.only()
         assert gpgpu_plan_path(plan) == path
         pieces[path] = plan.splits
         judge(sw, sw.kv_cache, before)
@@ -377,29 +403,27 @@ def test_gpgpu_token_tiles_take_at_most_their_pieces(monkeypatch):
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="registers of a compiled CUDA kernel")
-def test_gpgpu_token_tiles_fit_one_wave():
+def test_gpgpu_token_tiles_fit_one_wave(step_plans):
     """The official 8192-token C=128 step on its token tiles: all of its programs resident at once,
     as the indexed call's are (the loop over a tile's further outputs took 148 registers a thread
     on an H100 without the cap, and a second wave)."""
     from ascend_kvc.device import compute_units
     from ascend_kvc.workloads import official_step
 
-    step_module.clear_step_plans()
     sw, _ = official_step(1, 8192, 128, shuffle=True, device=DEVICE)
     run_step(sw, "gpgpu")
-    (plan,) = step_module._STEP_PLANS.values()
+    plan = step_plans.only()
     assert gpgpu_plan_path(plan) == "token-tiles"
     programs, warps = plan.launcher.grid[0], plan.launcher.options["num_warps"]
     per_unit = -(-programs // compute_units("cuda", torch.cuda.current_device()))
     kernel = plan.launcher._compiled
     if per_unit * warps * 32 * 128 <= 65536:  # a GPU of 128 or more SMs (H100, H200)
         assert kernel.n_regs * per_unit * warps * 32 <= 65536, (kernel.n_regs, per_unit, warps)
-    step_module.clear_step_plans()
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("route,path", memcheck.step_runs())
-def test_step_with_bad_indices_touches_nothing_else(route, path):
+def test_step_with_bad_indices_touches_nothing_else(route, path, step_plans):
     """``validate=False`` (``tools/memcheck.check_step``): the boundary tokens with a request past
     the table, a slot past the cache, a block id past the state cache or a negative one in their
     window give no output; the margins around ``kv_cache`` and ``state_cache`` (guard bytes, NaN
@@ -408,24 +432,22 @@ def test_step_with_bad_indices_touches_nothing_else(route, path):
     with memcheck.step_path(route, path):
         problem = memcheck.check_step(route, DEVICE, None if route == "gpgpu" else path)
         if route == "gpgpu":
-            assert gpgpu_plan_path(next(iter(step_module._STEP_PLANS.values()))) == path
+            assert gpgpu_plan_path(step_plans.only()) == path
     assert not problem, problem
 
 
 @pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
-def test_split_on_more_cores_than_units(route, monkeypatch):
+def test_split_on_more_cores_than_units(route, step_plans):
     """40 vector cores (a 910B's view): a step of one output has 16 units of rows for 40
     programs planned for the token count; the piece gather and the merge use only 16 of them."""
-    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
-    step_module.clear_step_plans()
+    step_plans.set_cores(40)
     replay_steps(route, 131, (1, 0, 2))
-    plan = next(iter(step_module._STEP_PLANS.values()))
+    plan = step_plans.only()
     assert plan.split.split and plan.split.programs > 16
-    step_module.clear_step_plans()
 
 
 @pytest.mark.parametrize("path", ["inline", "search"])
-def test_gpgpu_step_grid_smaller_than_the_work(path, monkeypatch):
+def test_gpgpu_step_grid_smaller_than_the_work(path, step_plans, monkeypatch):
     """The counted gpgpu kernel loops over its work items when they outnumber its programs,
     searching in every program (920 tokens) or reading the search's list."""
     monkeypatch.setattr(gpgpu_route, "STEP_PROGRAMS_PER_UNIT", 1)
@@ -434,7 +456,7 @@ def test_gpgpu_step_grid_smaller_than_the_work(path, monkeypatch):
     sw = make_step_workload([(0, 520), (0, 400)], 128, block_size=8, seed=141, device=DEVICE)
     with gpgpu_step_path(path):
         before = run_step(sw, "gpgpu")
-        plan = next(iter(step_module._STEP_PLANS.values()))
+        plan = step_plans.only()
     assert gpgpu_plan_path(plan) == path
     assert plan.launcher.grid[0] < len(expected_boundaries(sw)) * plan.splits
     judge(sw, sw.kv_cache, before)
@@ -689,13 +711,13 @@ def _fake_capture(monkeypatch):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU tensors run under the interpreter only without a GPU")
 @pytest.mark.parametrize("route", ["ascend", "ascend:fused"])  # the NPU's routes
+@pytest.mark.usefixtures("step_plans")
 def test_npu_graph_stand_in_replay_sequence(route, monkeypatch):
     """As an NPU graph capture would run it: the captured call gets its own scratch (no host
     sync, no allocation that depends on the count), and the steps around it are still right."""
     capture = _fake_capture(monkeypatch)
     sw = _replay_workload(101)
     g = torch.Generator().manual_seed(102)
-    step_module.clear_step_plans()
     launch._SCRATCH.pop((torch.device("cpu"), "npu-stream-step"), None)
     for k, meant in enumerate(REPLAY_MEANT):
         capture.on = k == 2
@@ -710,12 +732,12 @@ def test_npu_graph_stand_in_replay_sequence(route, monkeypatch):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("route", SYNC_FREE)
+@pytest.mark.usefixtures("step_plans")
 def test_cuda_graph_captured_once_replays_any_step(route):
     """Capture one call; between replays change positions, slots and state in place so that the
     step has 0, 1, a few and many boundary tokens: every replay writes the oracle's bytes, nothing else."""
     sw = _replay_workload(111)
     g = torch.Generator().manual_seed(112)
-    step_module.clear_step_plans()
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         _set_step(sw, 3, g)
@@ -807,36 +829,32 @@ def test_every_count_splits_is_the_device_rule(split_max, cores, always):
         assert boundaries.every_count_splits(max_count, split_max, cores, bool(always)) == want, max_count
 
 
-def test_small_step_on_many_cores_launches_no_unsplit_gather(monkeypatch):
+def test_small_step_on_many_cores_launches_no_unsplit_gather(step_plans):
     """A step of fewer tokens than 95% of the cores splits whatever its count: its plan has no
     unsplit gather (one launch less a decode step)."""
-    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
-    step_module.clear_step_plans()
+    step_plans.set_cores(40)
     sw = make_step_workload([(100, 30), (250, 7)], 128, block_size=4, seed=161, device=DEVICE)
     before = run_step(sw, "ascend:fused")
     judge(sw, sw.kv_cache, before)
-    plan = next(iter(step_module._STEP_PLANS.values()))
+    plan = step_plans.only()
     assert "_fused_compress_kernel" not in plan.kernels and "_window_piece_kernel" in plan.kernels
-    step_module.clear_step_plans()
 
 
 @pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
-def test_one_kernel_merges_split_outputs_or_pools_whole_windows(route, monkeypatch):
+def test_one_kernel_merges_split_outputs_or_pools_whole_windows(route, step_plans, monkeypatch):
     """A step whose counts can take either path launches the merge and the unsplit gather as one
     kernel, each loop to its own count: on 5 cores with the occupancy rule, 1 and 3 outputs split
     (the merge's loop runs), 5 do not (the whole-window loop runs), all on one plan."""
-    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "5")
+    step_plans.set_cores(5)
     monkeypatch.setenv("ASCEND_KVC_SPLIT", "occupancy")
     monkeypatch.setattr(boundaries, "TILE_MAX_REQUESTS", 0)  # the search, not token tiles
     assert boundaries.every_count_splits(3, 10**6, 5, False) and not boundaries.every_count_splits(5, 10**6, 5, False)
-    step_module.clear_step_plans()
     replay_steps(route, 181, (1, 2, 3, 4))  # 1, 3, 5 and 0 outputs
-    (plan,) = step_module._STEP_PLANS.values()
+    plan = step_plans.only()
     merge_or_whole = {"ascend:fused": "_merge_or_whole_to_slot_kernel", "ascend": "_merge_or_whole_to_bf16_kernel"}
     assert plan.kernels[:3] == ["_list_boundaries_kernel", "_window_piece_kernel", merge_or_whole[route]], plan.kernels
     assert not {"_fused_compress_kernel", "_gather_to_bf16_kernel", "_merge_to_slot_kernel",
                 "_merge_to_bf16_kernel"} & set(plan.kernels)
-    step_module.clear_step_plans()
 
 
 _DECODE_KERNELS = {"ascend:fused": ["_window_piece_kernel", "_merge_to_slot_kernel"],
@@ -845,52 +863,46 @@ _DECODE_KERNELS = {"ascend:fused": ["_window_piece_kernel", "_merge_to_slot_kern
 
 
 @pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
-def test_decode_step_searches_inside_the_piece_gather(route, monkeypatch):
+def test_decode_step_searches_inside_the_piece_gather(route, step_plans):
     """A decode step on 40 vector cores: no search launch, the indexed call's kernels exactly, and
     the replay sequence (0, 1, a few, all but the skipped state slot, 0 outputs) on one plan writes
     the oracle's bytes: each output's token read from the in-register prefix sum, the count left
     for the kernels after the piece gather."""
-    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
-    step_module.clear_step_plans()
+    step_plans.set_cores(40)
     replay_steps(route, 171)
-    (plan,) = step_module._STEP_PLANS.values()
+    plan = step_plans.only()
     assert plan.inline_search and plan.kernels == _DECODE_KERNELS[route]
-    step_module.clear_step_plans()
 
 
 @pytest.mark.parametrize("extra,inline", [(0, True), (1, False)])
-def test_inline_search_up_to_its_token_bound(extra, inline, monkeypatch):
+def test_inline_search_up_to_its_token_bound(extra, inline, step_plans, monkeypatch):
     """Up to ``INLINE_SEARCH_TOKENS`` tokens the piece gather searches (its last token a boundary
     token, found); one token more and the step (two requests on ``fused``) goes by token tile."""
-    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
+    step_plans.set_cores(40)
     monkeypatch.setattr(boundaries, "INLINE_SEARCH_TOKENS", 64)  # the plan's bound and the kernel's INLINE_T
-    step_module.clear_step_plans()
     tokens = 64 + extra
     sw = make_step_workload([(100, tokens - 2), (126, 2)], 128, block_size=8, seed=181, device=DEVICE)
     assert expected_boundaries(sw) == [27, tokens - 1]  # position 127 of each request: the last token is one
     before = run_step(sw, "ascend:fused")
     judge(sw, sw.kv_cache, before)
-    (plan,) = step_module._STEP_PLANS.values()
+    plan = step_plans.only()
     assert plan.inline_search == inline and plan.token_tiles != inline
     assert "_list_boundaries_kernel" not in plan.kernels
-    step_module.clear_step_plans()
 
 
 @pytest.mark.parametrize("spans,tiles", [([(100, 60), (126, 2)], True), ([(100, 60), (126, 2), (0, 10)], False)])
-def test_token_tiles_up_to_their_request_bound(spans, tiles, monkeypatch):
+def test_token_tiles_up_to_their_request_bound(spans, tiles, step_plans, monkeypatch):
     """A step past the inline search from at most ``TILE_MAX_REQUESTS`` requests (here 2, at the
     bound) goes by token tile, with no search launch; one request more and it is searched."""
-    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", "40")
+    step_plans.set_cores(40)
     monkeypatch.setattr(boundaries, "INLINE_SEARCH_TOKENS", 16)  # these steps are past it
     monkeypatch.setattr(boundaries, "TILE_MAX_REQUESTS", 2)
-    step_module.clear_step_plans()
     sw = make_step_workload(spans, 128, block_size=8, seed=191, device=DEVICE)
     before = run_step(sw, "ascend:fused")
     judge(sw, sw.kv_cache, before, expect_outputs=2)
-    (plan,) = step_module._STEP_PLANS.values()
+    plan = step_plans.only()
     assert not plan.inline_search and plan.token_tiles == tiles
     assert ("_list_boundaries_kernel" in plan.kernels) != tiles, plan.kernels
-    step_module.clear_step_plans()
 
 
 # The kernels of an Ascend step by token tile, split and unsplit: the indexed call's, with no search.
@@ -906,24 +918,22 @@ _TILE_KERNELS = {
 @pytest.mark.parametrize("cores", ["40", "1"])
 @pytest.mark.parametrize("case", list(TOKEN_TILE_STEPS))
 @pytest.mark.parametrize("route", ["ascend", "ascend:fused"])
-def test_ascend_token_tiles(route, case, cores, monkeypatch):
+def test_ascend_token_tiles(route, case, cores, step_plans, monkeypatch):
     """An Ascend step past the inline search from at most ``TILE_MAX_REQUESTS`` requests: no search
     launch. Its outputs are its tiles of C tokens, the indexed call's kernels on that many: on 40
     vector cores the piece gather takes each tile's first boundary token and the merge-or-whole
     kernel's whole-window loop a tile's further ones ("crowded": 12 in one tile; the default's
     quantise and scatter find their rows the same way); on one core (and for 8-row windows, which
     the indexed call does not split either) the whole-window gather takes them all."""
-    monkeypatch.setenv("ASCEND_KVC_VECTOR_CORES", cores)
+    step_plans.set_cores(cores)
     monkeypatch.setattr(boundaries, "INLINE_SEARCH_TOKENS", 16)  # these steps are past it
     spans, C, bs, overlap, state_slots, skip = TOKEN_TILE_STEPS[case]
-    step_module.clear_step_plans()
     sw = make_step_workload(spans, C, block_size=bs, seed=67, state_slots=state_slots, skip_fraction=skip,
                             overlap=overlap, device=DEVICE)
     before = run_step(sw, route)
-    (plan,) = step_module._STEP_PLANS.values()
+    plan = step_plans.only()
     assert plan.token_tiles and not plan.inline_search
     assert plan.split.split == (cores == "40" and case != "ratio-4-overlap")  # 8-row windows: the indexed call's
     assert plan.kernels == _TILE_KERNELS[route, plan.split.split], plan.kernels
     report = judge(sw, sw.kv_cache, before)
     assert report.num_outputs_written == len(expected_boundaries(sw)) >= (12 if case == "crowded" else 2)
-    step_module.clear_step_plans()
