@@ -579,6 +579,29 @@ def test_opcheck(route):
                                        route, False))
 
 
+def _op_step(sw, out, route):
+    """The registered op on the step workload, ``validate=False``."""
+    OP(*sw.args()[:-1], out, sw.block_size, sw.compress_ratio, sw.base.rms_norm_eps, sw.state_slot_mapping, route,
+       False)
+
+
+def _layer_step(sw, out, route, kv_slot_mapping=None, **layer_kw):
+    """A ``CompressorKVWriter`` for the step workload's weight, RoPE table and window, and its
+    ``step`` on the workload (or on ``kv_slot_mapping``, where given); returns what ``step`` returns."""
+    b = sw.base
+    layer = CompressorKVWriter(b.rms_norm_weight, b.cos_sin_cache, block_size=sw.block_size,
+                               compress_ratio=sw.compress_ratio, route=route, **layer_kw)
+    slots = sw.kv_slot_mapping if kv_slot_mapping is None else kv_slot_mapping
+    return layer.step(b.state_cache, sw.token_to_req, sw.positions, b.block_table, slots, out, sw.state_slot_mapping)
+
+
+def _slot_past_cache(sw):
+    """The step's kv slot mapping with its first boundary token's slot one past the cache."""
+    bad_slots = sw.kv_slot_mapping.clone()
+    bad_slots[expected_boundaries(sw)[0]] = sw.kv_cache.shape[0] * 64
+    return bad_slots
+
+
 @pytest.mark.parametrize("route", ["reference", "ascend"])
 def test_op_and_layer_write_what_the_function_writes(route):
     sw, _ = _case("many", seed=71)
@@ -586,13 +609,9 @@ def test_op_and_layer_write_what_the_function_writes(route):
     via_function = before.clone()
     compress_step(*sw.args()[:-1], via_function, **sw.kwargs(), route=route, validate=False)
     via_op = before.clone()
-    OP(*sw.args()[:-1], via_op, sw.block_size, sw.compress_ratio, 1e-6, sw.state_slot_mapping, route, False)
-    layer = CompressorKVWriter(sw.base.rms_norm_weight, sw.base.cos_sin_cache, block_size=sw.block_size,
-                               compress_ratio=sw.compress_ratio, route=route)
+    _op_step(sw, via_op, route)
     via_layer = before.clone()
-    b = sw.base
-    assert layer.step(b.state_cache, sw.token_to_req, sw.positions, b.block_table, sw.kv_slot_mapping, via_layer,
-                      sw.state_slot_mapping) is via_layer
+    assert _layer_step(sw, via_layer, route) is via_layer
     assert torch.equal(via_op, via_function) and torch.equal(via_layer, via_function)
     judge(sw, via_function, before)
 
@@ -603,16 +622,12 @@ def test_op_and_layer_skip_the_tokens_without_a_state_slot(route):
     slot is -1 (its kv slot valid) writes nothing."""
     sw = make_step_workload([(0, 256)], 128, block_size=8, seed=23, state_slots=True, device=DEVICE)
     sw.state_slot_mapping[127] = -1  # the first of the two boundary tokens (positions 127, 255)
-    b = sw.base
     before = sw.kv_cache.clone()
     via_op = before.clone()
-    OP(*sw.args()[:-1], via_op, sw.block_size, sw.compress_ratio, b.rms_norm_eps, sw.state_slot_mapping, route, False)
+    _op_step(sw, via_op, route)
     assert judge(sw, via_op, before, expect_outputs=1).num_outputs_written == 1
-    layer = CompressorKVWriter(b.rms_norm_weight, b.cos_sin_cache, block_size=sw.block_size,
-                               compress_ratio=sw.compress_ratio, route=route)
     via_layer = before.clone()
-    layer.step(b.state_cache, sw.token_to_req, sw.positions, b.block_table, sw.kv_slot_mapping, via_layer,
-               sw.state_slot_mapping)
+    _layer_step(sw, via_layer, route)
     assert torch.equal(via_layer, via_op)
 
 
@@ -620,14 +635,9 @@ def test_layer_step_with_validate_true_refuses_bad_input():
     """A layer built with validate=True checks a step's index values: a slot past the cache is
     refused, naming kv_slot_mapping, and nothing is written."""
     sw, _ = _case("one", seed=82)
-    b = sw.base
-    bad_slots = sw.kv_slot_mapping.clone()
-    bad_slots[expected_boundaries(sw)[0]] = sw.kv_cache.shape[0] * 64
-    layer = CompressorKVWriter(b.rms_norm_weight, b.cos_sin_cache, block_size=sw.block_size,
-                               compress_ratio=sw.compress_ratio, route="reference", validate=True)
     out = sw.kv_cache.clone()
     with pytest.raises(ValueError, match="kv_slot_mapping"):
-        layer.step(b.state_cache, sw.token_to_req, sw.positions, b.block_table, bad_slots, out, sw.state_slot_mapping)
+        _layer_step(sw, out, "reference", kv_slot_mapping=_slot_past_cache(sw), validate=True)
     assert torch.equal(out, sw.kv_cache), "a bad step wrote into kv_cache"
 
 
@@ -668,9 +678,7 @@ def test_bad_input_names_the_argument_and_writes_nothing(route, change, error, n
         assert (bad_pos[0] + 1) % 128 == 0 and bad_pos[0] // sw.block_size >= b.block_table.shape[1]
         changes[change] = dict(positions=bad_pos)
     if change == "slot_past_cache":
-        bad_slots = sw.kv_slot_mapping.clone()
-        bad_slots[expected_boundaries(sw)[0]] = sw.kv_cache.shape[0] * 64
-        changes[change] = dict(kv_slot_mapping=bad_slots)
+        changes[change] = dict(kv_slot_mapping=_slot_past_cache(sw))
     args, kwargs = _bad(sw, **changes[change])
     before = args["kv_cache"].clone()
     with pytest.raises(error, match=name):
